@@ -1,0 +1,110 @@
+"""Entry point: ``python -m services.backend [--config config/runtime.yaml] [--port N]``.
+
+Starts the Tinker-compatible backend in the foreground (``bash serve.sh backend`` wraps it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from services.common.config import load_config
+from services.common.logs import setup_logging
+from services.common.paths import REPO_ROOT
+
+
+def _abs(p: str | os.PathLike) -> Path:
+    p = Path(os.path.expandvars(str(p))).expanduser()
+    return p if p.is_absolute() else REPO_ROOT / p
+
+
+def build(cfg: dict, state_dir: Path):
+    """Construct store, engine (with its runtime) and the FastAPI app from a config dict."""
+    from .app import Backend, create_app
+    from .engine import Engine
+    from .runtime import Runtime
+    from .store import Store
+
+    rcfg = cfg.get("runtime", {})
+    models = [dict(m, path=str(_abs(m["path"]))) for m in rcfg.get("models", [])]
+    if not models:
+        raise SystemExit("runtime.models is empty: configure at least one base model (python configure.py)")
+    for m in models:
+        if not Path(m["path"]).exists():
+            raise SystemExit(f"model directory {m['path']} for {m['name']} does not exist (bash setup.sh runtime creates the tiny default)")
+    ckdir = state_dir / "checkpoints"
+    store = Store(state_dir / "backend.sqlite3")
+
+    def factory():
+        return Runtime(models, ckdir, device=rcfg.get("device", "cpu"), dtype=rcfg.get("dtype", "float32"),
+                       threads=rcfg.get("threads"), max_tokens_per_microbatch=int(rcfg.get("max_tokens_per_microbatch", 8192)),
+                       max_sampler_snapshots=int(rcfg.get("max_sampler_snapshots", 16)),
+                       max_batch_sequences=int(rcfg.get("max_batch_sequences", 256)))
+
+    bcfg = dict(cfg.get("backend", {}))
+    bcfg["tokenizer_ids"] = {m["name"]: m.get("tokenizer_id", m["name"]) for m in models}
+    holder: dict = {}
+    engine = Engine(factory, store, on_done=lambda rid: holder["backend"].on_done(rid),
+                    batch_window_s=float(bcfg.get("batch_window_s", 0.002)))
+    backend = Backend(bcfg, store, engine, ckdir)
+    holder["backend"] = backend
+    return backend, create_app(backend)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m services.backend",
+                                 description="Tinker-compatible training/sampling backend (official tinker SDK 0.38 drives it).")
+    ap.add_argument("--config", default=None, help="runtime config (default: config/runtime.yaml, else templates/runtime.yaml)")
+    ap.add_argument("--host", default=None, help="bind address (default from config: 127.0.0.1)")
+    ap.add_argument("--port", type=int, default=None, help="port (default from config: 19210)")
+    ap.add_argument("--state-dir", default=None, help="database + checkpoints directory (default: state/backend)")
+    ap.add_argument("--log-file", default=None, help="log file (default: state/logs/backend.log)")
+    ap.add_argument("--api-key", action="append", default=None,
+                    help="accepted API key (repeatable; default from config or $TINKER_API_KEY)")
+    args = ap.parse_args(argv)
+
+    cfg = load_config("runtime", args.config)
+    b = cfg.setdefault("backend", {})
+    host = args.host or b.get("host", "127.0.0.1")
+    port = args.port or int(b.get("port", 19210))
+    state_dir = _abs(args.state_dir or b.get("state_dir", "state/backend"))
+    log_file = _abs(args.log_file or b.get("log_file", "state/logs/backend.log"))
+    keys = args.api_key or b.get("api_keys") or ([os.environ["TINKER_API_KEY"]] if os.environ.get("TINKER_API_KEY") else [])
+    if not keys:
+        print("error: no API key configured: set backend.api_keys in config/runtime.yaml, pass --api-key, or export "
+              "TINKER_API_KEY (keys must start with 'tml-')", file=sys.stderr)
+        return 2
+    b["api_keys"] = keys
+    log = setup_logging("backend", log_file, b.get("log_level", "INFO"))
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    log.info("starting backend on http://%s:%d (state %s, log %s)", host, port, state_dir, log_file)
+
+    backend, app = build(cfg, state_dir)
+    backend.engine.start()
+    backend.engine.ready.wait()
+    if backend.engine.startup_error:
+        log.error("runtime failed to start: %s", backend.engine.startup_error)
+        return 1
+
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                                           timeout_graceful_shutdown=5))
+    t0 = time.time()
+    try:
+        server.run()
+    finally:
+        log.info("stopping engine (served %.0fs)", time.time() - t0)
+        backend.engine.stop()
+        backend.store.close()
+        log.info("backend stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

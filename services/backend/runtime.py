@@ -1,0 +1,595 @@
+"""The torch runtime: base models, trainable models (LoRA via peft, or full fine-tuning),
+optimizers, checkpoints, forward/backward with Tinker's losses, and sampler weights.
+
+Everything here runs on the engine's single worker thread (see engine.py); nothing in this
+module is thread-safe by itself. The API layer only reads ``BaseModel.info`` and validates
+input with ``validate_fwdbwd`` / ``validate_sample`` before work is queued.
+
+Weights for sampling ("sampler weights") are one of:
+  * ``base``: the base model with adapters disabled;
+  * a LoRA snapshot: an extra peft adapter holding a copy of a training adapter (no disk
+    round trip) or loaded from a sampler checkpoint on disk;
+  * a full-weights snapshot: a separate module (full fine-tuning).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import shutil
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import losses, sampler
+from .codec import Datum, FwdBwdRequest
+from .errors import BadRequest, NotFound
+
+log = logging.getLogger("backend.runtime")
+
+ATTN_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj"]
+MLP_MODULES = ["gate_proj", "up_proj", "down_proj"]
+UNEMBED_MODULES = ["lm_head"]
+LORA_ALPHA = 32  # Tinker's default (SkyRL hard-codes the same)
+
+
+@dataclass
+class ModelInfo:
+    """Facts the API layer needs for synchronous validation."""
+
+    name: str
+    vocab_size: int            # rows of the embedding (valid token ids are [0, vocab_size))
+    max_context: int
+    eos_token_ids: list[int]
+    arch: str = "qwen3"
+
+
+@dataclass
+class TrainConfig:
+    base_model: str
+    rank: int                  # 0 = full fine-tuning
+    seed: int | None = None
+    train_mlp: bool = True
+    train_attn: bool = True
+    train_unembed: bool = True
+
+    @property
+    def is_lora(self) -> bool:
+        return self.rank > 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(base_model=self.base_model, rank=self.rank, seed=self.seed, train_mlp=self.train_mlp,
+                    train_attn=self.train_attn, train_unembed=self.train_unembed)
+
+
+@dataclass
+class TrainableModel:
+    model_id: str
+    config: TrainConfig
+    adapter: str | None                 # peft adapter name (LoRA) ...
+    module: torch.nn.Module | None      # ... or a private full copy (full fine-tuning)
+    optimizer: torch.optim.Optimizer
+    params: list[torch.nn.Parameter]
+    steps: int = 0
+    version: int = 0                    # bumped by every optim_step / load
+    has_grads: bool = False
+
+
+@dataclass
+class SamplerWeights:
+    key: str                            # "base" or a snapshot id
+    base_model: str
+    adapter: str | None = None          # LoRA snapshot adapter name
+    module: torch.nn.Module | None = None  # full-weights snapshot
+    last_used: float = field(default_factory=time.time)
+
+
+def _set_threads(n: int | None) -> None:
+    if n:
+        torch.set_num_threads(n)
+
+
+class BaseModel:
+    """One loaded base model (frozen), shared by every LoRA client trained on top of it."""
+
+    def __init__(self, name: str, path: str, device: str, dtype: torch.dtype, max_context: int | None):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.name, self.path, self.device, self.dtype = name, path, torch.device(device), dtype
+        t0 = time.time()
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.hf = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device)
+        self.hf.eval()
+        for p in self.hf.parameters():
+            p.requires_grad_(False)
+        self.peft = None  # PeftModel wrapper, created with the first LoRA adapter
+        cfg = self.hf.config
+        eos = set()
+        gen_eos = getattr(getattr(self.hf, "generation_config", None), "eos_token_id", None)
+        for e in (gen_eos if isinstance(gen_eos, list) else [gen_eos]):
+            if e is not None:
+                eos.add(int(e))
+        if self.tokenizer.eos_token_id is not None:
+            eos.add(int(self.tokenizer.eos_token_id))
+        ctx = int(getattr(cfg, "max_position_embeddings", 32768) or 32768)
+        self.info = ModelInfo(name=name, vocab_size=int(self.hf.get_input_embeddings().weight.shape[0]),
+                              max_context=min(ctx, max_context or ctx), eos_token_ids=sorted(eos),
+                              arch=str(getattr(cfg, "model_type", "qwen3")))
+        self.active_adapter: str | None = None
+        log.info("loaded base model %s from %s in %.2fs (%s params, vocab %d, device %s, %s)", name, path,
+                 time.time() - t0, f"{sum(p.numel() for p in self.hf.parameters()):,}", self.info.vocab_size,
+                 device, dtype)
+
+    # ---- adapters
+    def add_lora(self, adapter: str, cfg: TrainConfig) -> list[torch.nn.Parameter]:
+        from peft import LoraConfig, get_peft_model
+
+        targets = (ATTN_MODULES if cfg.train_attn else []) + (MLP_MODULES if cfg.train_mlp else []) + (
+            UNEMBED_MODULES if cfg.train_unembed else [])
+        if not targets:
+            raise BadRequest("LoRA config trains nothing: enable at least one of train_attn/train_mlp/train_unembed")
+        lcfg = LoraConfig(r=cfg.rank, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=targets, bias="none")
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            torch.manual_seed(cfg.seed if cfg.seed is not None else 0)
+            if self.peft is None:
+                import warnings
+
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    self.peft = get_peft_model(self.hf, lcfg, adapter_name=adapter)
+            else:
+                self.peft.add_adapter(adapter, lcfg)
+        self.peft.to(self.device)
+        self.activate(adapter)
+        return self.adapter_params(adapter)
+
+    def adapter_params(self, adapter: str) -> list[torch.nn.Parameter]:
+        params = [p for n, p in self.peft.named_parameters() if f".{adapter}." in n]
+        for p in params:
+            if p.dtype != torch.float32 and self.device.type == "cpu":
+                p.data = p.data.float()
+        return params
+
+    def delete_adapter(self, adapter: str) -> None:
+        if self.peft is not None and adapter in self.peft.peft_config:
+            if self.active_adapter == adapter:
+                self.active_adapter = None
+            self.peft.delete_adapter(adapter)
+
+    def activate(self, adapter: str | None) -> None:
+        """Make ``adapter`` the one used by forward passes (None = plain base model)."""
+        if adapter is None or self.peft is None:
+            return
+        if self.active_adapter != adapter:
+            self.peft.set_adapter(adapter)
+            self.active_adapter = adapter
+            # set_adapter re-enables requires_grad on the adapter; base weights stay frozen.
+
+    def adapter_state(self, adapter: str) -> dict[str, torch.Tensor]:
+        from peft import get_peft_model_state_dict
+
+        return {k: v.detach().clone() for k, v in get_peft_model_state_dict(self.peft, adapter_name=adapter).items()}
+
+    def load_adapter_state(self, adapter: str, state: dict[str, torch.Tensor]) -> None:
+        from peft import set_peft_model_state_dict
+
+        res = set_peft_model_state_dict(self.peft, {k: v.to(self.device) for k, v in state.items()}, adapter_name=adapter)
+        missing = [k for k in getattr(res, "unexpected_keys", []) if "lora" in k]
+        if missing:
+            raise BadRequest(f"checkpoint does not match the adapter layout: unexpected keys {missing[:3]}")
+
+    def forward_module(self, adapter: str | None):
+        """Return a callable module computing logits with the given adapter (None = base)."""
+        if adapter is None:
+            if self.peft is None:
+                return self.hf, None
+            return self.peft, self.peft.disable_adapter
+        self.activate(adapter)
+        return self.peft, None
+
+
+class Runtime:
+    """All models of this backend process. Runs on the engine thread only."""
+
+    def __init__(self, models: list[dict[str, Any]], checkpoint_dir: Path, device: str = "cpu",
+                 dtype: str = "float32", threads: int | None = None, max_tokens_per_microbatch: int = 8192,
+                 max_sampler_snapshots: int = 16, max_batch_sequences: int = 256):
+        _set_threads(threads)
+        self.device = device
+        self.dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+        self.checkpoint_dir = Path(checkpoint_dir)
+        self.max_tokens_per_microbatch = max_tokens_per_microbatch
+        self.max_sampler_snapshots = max_sampler_snapshots
+        self.max_batch_sequences = max_batch_sequences
+        self.bases: dict[str, BaseModel] = {}
+        for m in models:
+            b = BaseModel(m["name"], m["path"], device, self.dtype, m.get("max_context"))
+            self.bases[b.name] = b
+        self.trainables: dict[str, TrainableModel] = {}
+        self.samplers: OrderedDict[str, SamplerWeights] = OrderedDict()
+        self._adapter_seq = 0
+
+    # ------------------------------------------------------------------ helpers
+    def base(self, name: str) -> BaseModel:
+        if name not in self.bases:
+            raise BadRequest(f"unknown base model {name!r}; this backend serves: {', '.join(self.bases)}")
+        return self.bases[name]
+
+    def trainable(self, model_id: str) -> TrainableModel:
+        tm = self.trainables.get(model_id)
+        if tm is None:
+            raise NotFound(f"training model {model_id!r} is not loaded (unknown id, or the backend restarted: "
+                           "create a new training client from a saved checkpoint)")
+        return tm
+
+    def _new_adapter_name(self, prefix: str) -> str:
+        self._adapter_seq += 1
+        return f"{prefix}{self._adapter_seq}"
+
+    def _make_optimizer(self, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        kw: dict[str, Any] = {}
+        if self.device.startswith("cuda"):
+            kw["fused"] = True
+        return torch.optim.AdamW(params, lr=0.0, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, **kw)
+
+    # ------------------------------------------------------------------ models
+    def create_model(self, model_id: str, cfg: TrainConfig) -> TrainableModel:
+        base = self.base(cfg.base_model)
+        if model_id in self.trainables:
+            return self.trainables[model_id]
+        if cfg.is_lora:
+            adapter = self._new_adapter_name("t")
+            params = base.add_lora(adapter, cfg)
+            tm = TrainableModel(model_id, cfg, adapter, None, self._make_optimizer(params), params)
+        else:
+            from transformers import AutoModelForCausalLM
+
+            module = AutoModelForCausalLM.from_pretrained(base.path, dtype=self.dtype).to(base.device)
+            module.train(False)
+            params = [p for p in module.parameters()]
+            for p in params:
+                p.requires_grad_(True)
+            tm = TrainableModel(model_id, cfg, None, module, self._make_optimizer(params), params)
+        self.trainables[model_id] = tm
+        log.info("created %s model %s on %s (rank %d, %s trainable params)", "LoRA" if cfg.is_lora else "full",
+                 model_id, cfg.base_model, cfg.rank, f"{sum(p.numel() for p in tm.params):,}")
+        return tm
+
+    def unload_model(self, model_id: str) -> None:
+        tm = self.trainables.pop(model_id, None)
+        if tm and tm.adapter:
+            self.base(tm.config.base_model).delete_adapter(tm.adapter)
+
+    def _module_for(self, tm: TrainableModel) -> torch.nn.Module:
+        if tm.module is not None:
+            return tm.module
+        base = self.base(tm.config.base_model)
+        base.activate(tm.adapter)
+        return base.peft
+
+    # ------------------------------------------------------------------ forward / backward
+    def forward_backward(self, req: FwdBwdRequest) -> tuple[list[dict[str, np.ndarray]], dict[str, float]]:
+        tm = self.trainable(req.model_id)
+        fn, required, cfg = losses.resolve(req.loss_fn, req.loss_fn_config)
+        module = self._module_for(tm)
+        dev = self.bases[tm.config.base_model].device
+        order = sorted(range(len(req.data)), key=lambda i: -len(req.data[i].tokens))
+        results: list[dict[str, np.ndarray] | None] = [None] * len(req.data)
+        total_loss = 0.0
+        n_tokens = 0
+        extra: dict[str, float] = {}
+        for mb in _microbatches(order, [len(d.tokens) for d in req.data], self.max_tokens_per_microbatch):
+            batch = [req.data[i] for i in mb]
+            ctx = torch.no_grad() if req.forward_only else torch.enable_grad()
+            with ctx:
+                lps = token_logprobs(module, [d.tokens for d in batch], [d.inputs["target_tokens"] for d in batch], dev)
+                loss = torch.zeros((), device=dev, dtype=torch.float32)
+                for i, d, lp in zip(mb, batch, lps):
+                    x = {k: torch.as_tensor(np.asarray(v, dtype=np.float32), device=dev)
+                         for k, v in d.inputs.items() if k != "target_tokens"}
+                    w = x.get("weights")
+                    el = fn(lp, x, cfg)
+                    if w is not None:
+                        el = el * w
+                    loss = loss + el.sum()
+                    results[i] = {"logprobs": lp.detach().float().cpu().numpy(),
+                                  "elementwise_loss": el.detach().float().cpu().numpy()}
+                    if req.loss_fn in ("ppo", "cispo"):
+                        r = torch.exp(lp.detach() - x["logprobs"])
+                        clipped = ((r < cfg["clip_low_threshold"]) | (r > cfg["clip_high_threshold"])).float()
+                        extra["clip_fraction"] = extra.get("clip_fraction", 0.0) + float(clipped.sum())
+                if not req.forward_only and loss.requires_grad:
+                    loss.backward()
+                    tm.has_grads = True
+            total_loss += float(loss.detach())
+            n_tokens += sum(len(d.tokens) for d in batch)
+        metrics = {"loss:sum": total_loss, "num_tokens:sum": float(n_tokens)}
+        if "clip_fraction" in extra:
+            metrics["clip_fraction:mean"] = extra["clip_fraction"] / max(n_tokens, 1)
+        return results, metrics  # type: ignore[return-value]
+
+    def optim_step(self, model_id: str, adam: dict[str, float]) -> dict[str, float]:
+        tm = self.trainable(model_id)
+        lr, b1, b2 = adam["learning_rate"], adam["beta1"], adam["beta2"]
+        for g in tm.optimizer.param_groups:
+            g["lr"], g["betas"], g["eps"], g["weight_decay"] = lr, (b1, b2), adam["eps"], adam["weight_decay"]
+        grads = [p.grad for p in tm.params if p.grad is not None]
+        gnorm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))) if grads else 0.0
+        if adam["grad_clip_norm"] > 0 and grads:
+            torch.nn.utils.clip_grad_norm_(tm.params, adam["grad_clip_norm"])
+        for p in tm.params:  # parameters without gradient still take a (zero-gradient) Adam step
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        tm.optimizer.step()
+        tm.optimizer.zero_grad(set_to_none=True)
+        tm.steps += 1
+        tm.version += 1
+        tm.has_grads = False
+        return {"grad_norm:mean": gnorm, "lr:mean": lr, "step:max": float(tm.steps)}
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_path(self, model_id: str, kind: str, name: str) -> Path:
+        return self.checkpoint_dir / model_id / kind / name
+
+    def save(self, model_id: str, name: str, kind: str, with_optimizer: bool, overwrite: bool,
+             user_metadata: dict | None = None) -> Path:
+        """kind: 'weights' (training state: weights + optimizer) or 'sampler_weights'."""
+        tm = self.trainable(model_id)
+        dest = self.checkpoint_path(model_id, kind, name)
+        if dest.exists() and not overwrite:
+            raise BadRequest(f"checkpoint {kind}/{name} already exists for {model_id} (pass overwrite=True to replace it)")
+        tmp = dest.with_name(f".{name}.tmp{time.time_ns()}")
+        tmp.mkdir(parents=True, exist_ok=True)
+        from safetensors.torch import save_file
+
+        base = self.base(tm.config.base_model)
+        if tm.adapter:
+            state = base.adapter_state(tm.adapter)
+            save_file({k: v.contiguous().cpu() for k, v in state.items()}, str(tmp / "adapter_model.safetensors"))
+            pcfg = base.peft.peft_config[tm.adapter].to_dict()
+            pcfg["base_model_name_or_path"] = base.path
+            (tmp / "adapter_config.json").write_text(json.dumps(_jsonable(pcfg), indent=1))
+        else:
+            state = {k: v.detach().contiguous().cpu() for k, v in tm.module.state_dict().items()}
+            _save_full(state, tmp / "model.safetensors")
+        if with_optimizer:
+            torch.save({"optimizer": tm.optimizer.state_dict(), "steps": tm.steps}, tmp / "optimizer.pt")
+        meta = {"model_id": model_id, "kind": kind, "name": name, "created": time.time(), "train_config": tm.config.to_json(),
+                "steps": tm.steps, "user_metadata": user_metadata or {}, "has_optimizer": with_optimizer}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        if dest.exists():
+            shutil.rmtree(dest)
+        tmp.rename(dest)
+        return dest
+
+    @staticmethod
+    def read_meta(path: Path) -> dict[str, Any]:
+        mp = path / "meta.json"
+        if not mp.exists():
+            raise NotFound(f"checkpoint not found: {path.name}")
+        return json.loads(mp.read_text())
+
+    def load_into(self, model_id: str, path: Path, with_optimizer: bool) -> None:
+        tm = self.trainable(model_id)
+        meta = self.read_meta(path)
+        ck = TrainConfig(**meta["train_config"])
+        if ck.base_model != tm.config.base_model or ck.rank != tm.config.rank:
+            raise BadRequest(f"checkpoint was trained on {ck.base_model} with rank {ck.rank}; this model is "
+                             f"{tm.config.base_model} with rank {tm.config.rank}")
+        self._load_weights_from(tm, path)
+        if with_optimizer:
+            if not (path / "optimizer.pt").exists():
+                raise BadRequest("checkpoint has no optimizer state (it was saved for sampling only)")
+            st = torch.load(path / "optimizer.pt", map_location=self.bases[tm.config.base_model].device, weights_only=False)
+            tm.optimizer.load_state_dict(st["optimizer"])
+            tm.steps = int(st.get("steps", 0))
+        tm.version += 1
+
+    def _load_weights_from(self, tm: TrainableModel, path: Path) -> None:
+        from safetensors.torch import load_file
+
+        if tm.adapter:
+            self.base(tm.config.base_model).load_adapter_state(tm.adapter, load_file(str(path / "adapter_model.safetensors")))
+        else:
+            tm.module.load_state_dict(_load_full(path / "model.safetensors"), strict=False)
+
+    # ------------------------------------------------------------------ sampler weights
+    def snapshot_for_sampler(self, model_id: str, key: str) -> SamplerWeights:
+        """Copy a training model's current weights into sampler weights (in memory)."""
+        tm = self.trainable(model_id)
+        base = self.base(tm.config.base_model)
+        if tm.adapter:
+            adapter = self._new_adapter_name("s")
+            base.add_lora(adapter, tm.config)
+            base.load_adapter_state(adapter, base.adapter_state(tm.adapter))
+            for p in base.adapter_params(adapter):
+                p.requires_grad_(False)
+            sw = SamplerWeights(key, base.name, adapter=adapter)
+        else:
+            mod = copy.deepcopy(tm.module)
+            for p in mod.parameters():
+                p.requires_grad_(False)
+            sw = SamplerWeights(key, base.name, module=mod.eval())
+        self._register_sampler(sw)
+        return sw
+
+    def sampler_from_checkpoint(self, key: str, path: Path) -> SamplerWeights:
+        from safetensors.torch import load_file
+
+        meta = self.read_meta(path)
+        cfg = TrainConfig(**meta["train_config"])
+        base = self.base(cfg.base_model)
+        if cfg.is_lora:
+            adapter = self._new_adapter_name("s")
+            base.add_lora(adapter, cfg)
+            base.load_adapter_state(adapter, load_file(str(path / "adapter_model.safetensors")))
+            sw = SamplerWeights(key, base.name, adapter=adapter)
+        else:
+            from transformers import AutoModelForCausalLM
+
+            mod = AutoModelForCausalLM.from_pretrained(base.path, dtype=self.dtype).to(base.device).eval()
+            mod.load_state_dict(_load_full(path / "model.safetensors"), strict=False)
+            sw = SamplerWeights(key, base.name, module=mod)
+        self._register_sampler(sw)
+        return sw
+
+    def _register_sampler(self, sw: SamplerWeights) -> None:
+        self.samplers[sw.key] = sw
+        self.samplers.move_to_end(sw.key)
+        while len(self.samplers) > self.max_sampler_snapshots:
+            _, old = self.samplers.popitem(last=False)
+            if old.adapter:
+                self.base(old.base_model).delete_adapter(old.adapter)
+
+    def has_sampler(self, key: str) -> bool:
+        return key in self.samplers
+
+    def sample(self, base_model: str, weights_key: str | None, specs: list[sampler.SampleSpec]) -> list[sampler.SampleResult]:
+        base = self.base(base_model)
+        if weights_key is None:
+            module, ctx = base.forward_module(None)
+        else:
+            sw = self.samplers.get(weights_key)
+            if sw is None:
+                raise NotFound(f"sampler weights {weights_key!r} are no longer loaded")
+            self.samplers.move_to_end(weights_key)
+            if sw.module is not None:
+                module, ctx = sw.module, None
+            else:
+                module, ctx = base.forward_module(sw.adapter)
+        with torch.no_grad():
+            if ctx is not None:
+                with ctx():
+                    return sampler.generate(module, base.tokenizer, specs, base.device, self.max_batch_sequences)
+            return sampler.generate(module, base.tokenizer, specs, base.device, self.max_batch_sequences)
+
+
+# ---------------------------------------------------------------------- math helpers
+def token_logprobs(module: torch.nn.Module, inputs: list[np.ndarray], targets: list[np.ndarray],
+                   device: torch.device) -> list[torch.Tensor]:
+    """Per-token log p(target_i | input_<=i) for a batch of sequences (right-padded; causal
+    attention makes the padding invisible to real tokens). Float32 log-softmax."""
+    lens = [len(x) for x in inputs]
+    T = max(lens)
+    ids = torch.zeros((len(inputs), T), dtype=torch.long)
+    tgt = torch.zeros((len(inputs), T), dtype=torch.long)
+    for i, (x, y) in enumerate(zip(inputs, targets)):
+        ids[i, : len(x)] = torch.as_tensor(np.asarray(x, dtype=np.int64))
+        tgt[i, : len(y)] = torch.as_tensor(np.asarray(y, dtype=np.int64))
+    ids, tgt = ids.to(device), tgt.to(device)
+    logits = module(input_ids=ids, use_cache=False).logits
+    lp = _gather_logprobs(logits, tgt)
+    return [lp[i, :n] for i, n in enumerate(lens)]
+
+
+def _gather_logprobs(logits: torch.Tensor, tgt: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """log_softmax(logits)[tgt] in float32, chunked over the sequence to bound memory."""
+    outs = []
+    for s in range(0, logits.shape[1], chunk):
+        lg = logits[:, s : s + chunk].float()
+        outs.append(lg.gather(-1, tgt[:, s : s + chunk, None])[..., 0] - torch.logsumexp(lg, dim=-1))
+    return torch.cat(outs, dim=1)
+
+
+def _microbatches(order: list[int], lens: list[int], max_tokens: int) -> list[list[int]]:
+    """Group datums (longest first) so that batch_size * max_len <= max_tokens."""
+    out: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        width = max([lens[j] for j in cur] + [lens[i]])
+        if cur and width * (len(cur) + 1) > max_tokens:
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (str, int, float, bool)) or x is None:
+        return x
+    return str(x)
+
+
+def _save_full(state: dict[str, torch.Tensor], path: Path) -> None:
+    from safetensors.torch import save_file
+
+    seen: dict[int, str] = {}
+    out = {}
+    for k, v in state.items():  # tied weights share storage; safetensors refuses duplicates
+        ptr = v.untyped_storage().data_ptr()
+        if ptr in seen:
+            continue
+        seen[ptr] = k
+        out[k] = v
+    save_file(out, str(path))
+
+
+def _load_full(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+# ---------------------------------------------------------------------- validation
+def validate_fwdbwd(req: FwdBwdRequest, info: ModelInfo) -> None:
+    """Synchronous checks: everything that would otherwise crash a job (or the GPU)."""
+    _, required, _ = losses.resolve(req.loss_fn, req.loss_fn_config)
+    if not req.data:
+        raise BadRequest("forward_backward needs at least one datum")
+    for i, d in enumerate(req.data):
+        n = len(d.tokens)
+        if n == 0:
+            raise BadRequest(f"datum {i}: model_input is empty")
+        if n > info.max_context:
+            raise BadRequest(f"datum {i}: {n} tokens exceed the context length {info.max_context}")
+        _check_ids(d.tokens, info, f"datum {i}: model_input")
+        if "target_tokens" not in d.inputs:
+            raise BadRequest(f"datum {i}: loss_fn_inputs lacks 'target_tokens'")
+        for name in required:
+            if name not in d.inputs:
+                raise BadRequest(f"datum {i}: loss_fn {req.loss_fn!r} needs loss_fn_inputs[{name!r}]")
+        _check_ids(d.inputs["target_tokens"], info, f"datum {i}: target_tokens")
+        for name, arr in d.inputs.items():
+            if len(arr) != n:
+                raise BadRequest(f"datum {i}: loss_fn_inputs[{name!r}] has length {len(arr)} but model_input has {n} tokens")
+            if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+                raise BadRequest(f"datum {i}: loss_fn_inputs[{name!r}] contains non-finite values")
+
+
+def _check_ids(ids: np.ndarray, info: ModelInfo, what: str) -> None:
+    if ids.size and (ids.min() < 0 or ids.max() >= info.vocab_size):
+        bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
+        raise BadRequest(f"{what} contains token id {bad} outside the vocabulary [0, {info.vocab_size})")
+
+
+def validate_adam(adam: dict[str, Any]) -> dict[str, float]:
+    out = {"learning_rate": adam.get("learning_rate", 1e-4), "beta1": adam.get("beta1", 0.9),
+           "beta2": adam.get("beta2", 0.95), "eps": adam.get("eps", 1e-12),
+           "weight_decay": adam.get("weight_decay", 0.0), "grad_clip_norm": adam.get("grad_clip_norm", 0.0)}
+    for k, v in out.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+            raise BadRequest(f"adam_params.{k} must be a finite number, got {v!r}")
+        out[k] = float(v)
+    if out["learning_rate"] < 0:
+        raise BadRequest(f"adam_params.learning_rate must be >= 0, got {out['learning_rate']}")
+    for b in ("beta1", "beta2"):
+        if not 0.0 <= out[b] < 1.0:
+            raise BadRequest(f"adam_params.{b} must be in [0, 1), got {out[b]}")
+    if out["eps"] <= 0:
+        raise BadRequest(f"adam_params.eps must be > 0, got {out['eps']}")
+    if out["weight_decay"] < 0 or out["grad_clip_norm"] < 0:
+        raise BadRequest("adam_params.weight_decay and grad_clip_norm must be >= 0")
+    return out

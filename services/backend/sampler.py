@@ -1,0 +1,224 @@
+"""Batched sampling with a KV cache, across many concurrent requests.
+
+All requests handed to ``generate`` share one set of weights. Their prompts are prefilled
+once each (left-padded into one batch; identical prompts share one prefill row), the cache
+rows are repeated for ``num_samples``, and then every sequence decodes in lock-step with
+per-row temperature / top-k / top-p / seed / stop conditions. Finished rows are dropped from
+the batch as they finish.
+
+Returned ``logprobs`` are log p(token) under the model's own distribution (temperature 1,
+no top-k/top-p truncation), i.e. exactly what the trainer's ``forward`` computes for the
+same tokens. That is what importance ratios in RL need; temperature only changes which
+tokens are drawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+
+@dataclass
+class SampleSpec:
+    prompt: list[int]
+    num_samples: int = 1
+    max_tokens: int = 256
+    temperature: float = 1.0
+    top_k: int = -1
+    top_p: float = 1.0
+    seed: int | None = None
+    stop_token_ids: set[int] = field(default_factory=set)
+    stop_strings: list[str] = field(default_factory=list)
+    prompt_logprobs: bool = False
+    topk_prompt_logprobs: int = 0
+    prompt_logprobs_last_n: int | None = None
+
+
+@dataclass
+class SampleResult:
+    sequences: list[tuple[list[int], list[float], str]]  # (tokens, logprobs, stop_reason)
+    prompt_logprobs: np.ndarray | None = None            # [len(prompt)], NaN where unscored
+    topk_prompt: tuple[np.ndarray, np.ndarray] | None = None  # ([P, k] ids, [P, k] logprobs)
+    cache_hit_tokens: int = 0
+
+
+@dataclass
+class _Row:
+    spec_idx: int
+    gen: torch.Generator | None
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    done: str | None = None
+
+
+def generate(module, tokenizer, specs: list[SampleSpec], device: torch.device, max_rows: int = 256) -> list[SampleResult]:
+    results = [SampleResult(sequences=[]) for _ in specs]
+    # Split into waves of at most max_rows sampled sequences (bounded memory).
+    wave: list[int] = []
+    rows = 0
+    for i, s in enumerate(specs):
+        if wave and rows + s.num_samples > max_rows:
+            _generate_wave(module, tokenizer, specs, wave, results, device)
+            wave, rows = [], 0
+        wave.append(i)
+        rows += s.num_samples
+    if wave:
+        _generate_wave(module, tokenizer, specs, wave, results, device)
+    return results
+
+
+def _generate_wave(module, tokenizer, specs, idxs, results, device) -> None:
+    # ---- prefill: one row per distinct prompt
+    uniq: dict[tuple[int, ...], int] = {}
+    for i in idxs:
+        uniq.setdefault(tuple(specs[i].prompt), len(uniq))
+    prompts = list(uniq)
+    need_all_logits = any(specs[i].prompt_logprobs or specs[i].topk_prompt_logprobs for i in idxs)
+    L = max(len(p) for p in prompts)
+    ids = torch.zeros((len(prompts), L), dtype=torch.long)
+    mask = torch.zeros((len(prompts), L), dtype=torch.long)
+    for r, p in enumerate(prompts):
+        ids[r, L - len(p):] = torch.tensor(p)
+        mask[r, L - len(p):] = 1
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    out = module(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
+                 logits_to_keep=0 if need_all_logits else 1)
+    logits = out.logits
+    last = logits[:, -1, :].float()
+
+    for i in idxs:
+        s = specs[i]
+        r = uniq[tuple(s.prompt)]
+        results[i].cache_hit_tokens = 0
+        if s.prompt_logprobs or s.topk_prompt_logprobs:
+            P = len(s.prompt)
+            lg = logits[r, L - P: L].float()  # position j predicts prompt[j+1]
+            lsm = torch.log_softmax(lg, -1)
+            first_scored = 1 if not s.prompt_logprobs_last_n else max(1, P - s.prompt_logprobs_last_n)
+            if s.prompt_logprobs:
+                pl = np.full(P, np.nan, dtype=np.float32)
+                if P > 1:
+                    tgt = torch.tensor(s.prompt[1:], device=lsm.device)
+                    vals = lsm[:-1].gather(-1, tgt[:, None])[:, 0].cpu().numpy()
+                    pl[1:] = vals
+                    pl[:first_scored] = np.nan
+                results[i].prompt_logprobs = pl
+            if s.topk_prompt_logprobs:
+                k = s.topk_prompt_logprobs
+                tids = np.zeros((P, k), dtype=np.int32)
+                tlps = np.full((P, k), -99999.0, dtype=np.float32)
+                if P > 1:
+                    v, t = torch.topk(lsm[:-1], k=min(k, lsm.shape[-1]), dim=-1)
+                    tids[1:, : v.shape[1]] = t.cpu().numpy()
+                    tlps[1:, : v.shape[1]] = v.cpu().numpy()
+                    tids[:first_scored] = 0
+                    tlps[:first_scored] = -99999.0
+                results[i].topk_prompt = (tids, tlps)
+
+    # ---- expand to one row per sampled sequence
+    rows: list[_Row] = []
+    src: list[int] = []
+    for i in idxs:
+        s = specs[i]
+        for k in range(s.num_samples):
+            gen = None
+            if s.seed is not None:
+                gen = torch.Generator(device="cpu")
+                gen.manual_seed((int(s.seed) * 1_000_003 + k) % (2**63))
+            rows.append(_Row(i, gen))
+            src.append(uniq[tuple(s.prompt)])
+    src_t = torch.tensor(src, device=device)
+    cache.reorder_cache(src_t) if hasattr(cache, "reorder_cache") else None
+    mask = mask.index_select(0, src_t)
+    next_pos = pos[:, -1].index_select(0, src_t) + 1
+    cur_logits = last.index_select(0, src_t)
+    max_new = max(specs[i].max_tokens for i in idxs)
+    active = list(range(len(rows)))  # indices into rows, aligned with batch rows
+
+    temps = torch.tensor([specs[r.spec_idx].temperature for r in rows], dtype=torch.float32)
+    topks = torch.tensor([specs[r.spec_idx].top_k for r in rows], dtype=torch.long)
+    topps = torch.tensor([specs[r.spec_idx].top_p for r in rows], dtype=torch.float32)
+
+    for step in range(max_new):
+        a_idx = torch.tensor(active)
+        toks, lps = _pick(cur_logits, temps[a_idx], topks[a_idx], topps[a_idx], [rows[j].gen for j in active])
+        keep = []
+        for b, j in enumerate(active):
+            row, spec = rows[j], specs[rows[j].spec_idx]
+            t = int(toks[b])
+            row.tokens.append(t)
+            row.logprobs.append(float(lps[b]))
+            if t in spec.stop_token_ids:
+                row.done = "stop"
+            elif spec.stop_strings and _hit_stop_string(tokenizer, row.tokens, spec.stop_strings):
+                row.done = "stop"
+            elif len(row.tokens) >= spec.max_tokens:
+                row.done = "length"
+            if row.done is None:
+                keep.append(b)
+        if not keep:
+            break
+        new_tokens = toks
+        if len(keep) < len(active):
+            kt = torch.tensor(keep, device=device)
+            cache.reorder_cache(kt)
+            mask = mask.index_select(0, kt)
+            next_pos = next_pos.index_select(0, kt)
+            new_tokens = toks.index_select(0, torch.tensor(keep))
+            active = [active[b] for b in keep]
+        mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
+        out = module(input_ids=new_tokens.view(-1, 1).to(device), attention_mask=mask, position_ids=next_pos.view(-1, 1),
+                     past_key_values=cache, use_cache=True, logits_to_keep=1)
+        cur_logits = out.logits[:, -1, :].float()
+        next_pos = next_pos + 1
+
+    for j, row in enumerate(rows):
+        results[row.spec_idx].sequences.append((row.tokens, row.logprobs, row.done or "length"))
+
+
+def _pick(logits: torch.Tensor, temps, topks, topps, gens) -> tuple[torch.Tensor, torch.Tensor]:
+    """Choose one token per row; return (tokens, their log p under the untruncated model)."""
+    logits = logits.cpu()
+    logp = torch.log_softmax(logits, -1)
+    greedy = (temps <= 0) | (topks == 1)
+    scaled = logits / temps.clamp(min=1e-6)[:, None]
+    if bool((topks > 1).any()):
+        k = int(topks.max())
+        kth = torch.topk(scaled, k=min(k, scaled.shape[-1]), dim=-1).values
+        idx = (topks.clamp(min=1, max=scaled.shape[-1]) - 1)[:, None]
+        thresh = kth.gather(-1, idx.clamp(max=kth.shape[-1] - 1))
+        use = (topks > 1)[:, None]
+        scaled = torch.where(use & (scaled < thresh), torch.full_like(scaled, float("-inf")), scaled)
+    probs = torch.softmax(scaled, -1)
+    if bool((topps < 1.0).any()):
+        sp, si = torch.sort(probs, descending=True, dim=-1)
+        cum = sp.cumsum(-1)
+        drop = (cum - sp) >= topps[:, None]
+        drop[:, 0] = False
+        sp = sp.masked_fill(drop, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, si, sp)
+        probs = probs / probs.sum(-1, keepdim=True)
+    out = torch.empty(len(logits), dtype=torch.long)
+    unseeded = [b for b, g in enumerate(gens) if g is None and not bool(greedy[b])]
+    if unseeded:
+        u = torch.tensor(unseeded)
+        out[u] = torch.multinomial(probs[u], 1)[:, 0]
+    for b, g in enumerate(gens):
+        if bool(greedy[b]):
+            out[b] = int(torch.argmax(logits[b]))
+        elif g is not None:
+            out[b] = int(torch.multinomial(probs[b], 1, generator=g)[0])
+    return out, logp.gather(-1, out[:, None])[:, 0]
+
+
+def _hit_stop_string(tokenizer, tokens: list[int], stops: list[str]) -> bool:
+    # Only the tail can contain a new match: decode enough tokens to cover the longest stop.
+    tail = tokens[-(max(len(s) for s in stops) + 8):]
+    text = tokenizer.decode(tail, skip_special_tokens=False)
+    return any(s in text for s in stops)
