@@ -95,7 +95,7 @@ def make_tiny(out: str | Path, name: str | None = None, size: str = DEFAULT_SIZE
         "recommended_renderer": "qwen3_instruct",
         **tok_info,
         "config": {k: getattr(config, k) for k in SIZES[size]},
-        "created_s": round(time.time() - t0, 3),
     }
+    # No timestamps in the directory: the same arguments give byte-identical files.
     (out / "local_tinker.json").write_text(json.dumps(meta, indent=2) + "\n")
-    return meta
+    return {**meta, "path": str(out), "created_s": round(time.time() - t0, 3)}
