@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import REPO, BackendProc, ensure_tiny_model  # noqa: E402
+
+os.environ.setdefault("HF_HOME", str(REPO / "hf-home"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    return ensure_tiny_model()
+
+
+@pytest.fixture(scope="session")
+def backend(tmp_path_factory, tiny_model):
+    """One backend serving the tiny model for the whole test session."""
+    b = BackendProc(tmp_path_factory.mktemp("backend")).start()
+    old = {k: os.environ.get(k) for k in ("TINKER_BASE_URL", "TINKER_API_KEY")}
+    os.environ.update(b.env())
+    yield b
+    b.stop()
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v

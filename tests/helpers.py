@@ -1,0 +1,97 @@
+"""Test helpers: start/stop project services as real subprocesses (as users run them)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+RUNTIME_PY = os.environ.get("LTS_RUNTIME_PYTHON", str(REPO / ".venv-runtime" / "bin" / "python"))
+TINY_NAME = "local/qwen3-tiny-xs"
+TINY_PATH = REPO / "models" / "qwen3-tiny-xs"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_tiny_model() -> tuple[str, Path]:
+    """The embedded default model (setup.sh runtime creates it; tests create it if missing)."""
+    if not (TINY_PATH / "config.json").exists() or not (REPO / "hf-home" / "hub" / "models--local--qwen3-tiny-xs").exists():
+        subprocess.run([RUNTIME_PY, "-m", "services.models", "make-tiny", "--register"], cwd=REPO, check=True,
+                       stdout=subprocess.DEVNULL)
+    return TINY_NAME, TINY_PATH
+
+
+@dataclass
+class BackendProc:
+    state_dir: Path
+    port: int = field(default_factory=free_port)
+    key: str = "tml-test-key"
+    model: str = TINY_NAME
+    model_path: Path = TINY_PATH
+    extra: dict = field(default_factory=dict)
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def write_config(self) -> Path:
+        cfg = {
+            "backend": {"host": "127.0.0.1", "port": self.port, "api_keys": [self.key],
+                        "state_dir": str(self.state_dir), "log_file": str(self.state_dir / "backend.log")},
+            "runtime": {"device": "cpu", "dtype": "float32", "threads": 1,
+                        "models": [{"name": self.model, "path": str(self.model_path), "tokenizer_id": self.model}]},
+        }
+        for k, v in self.extra.items():
+            cfg.setdefault(k, {}).update(v)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        p = self.state_dir / "runtime.yaml"
+        p.write_text(yaml.safe_dump(cfg))
+        return p
+
+    def start(self, timeout: float = 120.0) -> "BackendProc":
+        cfg = self.write_config()
+        env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
+        self.proc = subprocess.Popen([RUNTIME_PY, "-m", "services.backend", "--config", str(cfg)], cwd=REPO, env=env,
+                                     stdout=open(self.state_dir / "stdout.log", "ab"), stderr=subprocess.STDOUT)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"backend exited with {self.proc.returncode}: {(self.state_dir / 'stdout.log').read_text()[-3000:]}")
+            try:
+                if httpx.get(self.url + "/api/v1/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("backend did not become healthy in time")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def kill9(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def env(self) -> dict[str, str]:
+        return {"TINKER_BASE_URL": self.url, "TINKER_API_KEY": self.key}
