@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     cfg = load_config("runtime", args.config)
+    if cfg.get("engine_config"):  # device/dtype/batching live in engine.yaml
+        eng = load_config("engine", _abs(cfg["engine_config"])) if _abs(cfg["engine_config"]).exists() else {}
+        cfg.setdefault("runtime", {}).update(eng.get("engine", {}))
     b = cfg.setdefault("backend", {})
     host = args.host or b.get("host", "127.0.0.1")
     port = args.port or int(b.get("port", 19210))

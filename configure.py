@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Write the project's configs (config/*.yaml) from templates/*.yaml.
+
+    python configure.py                         # embedded default: tiny model, CPU, local sandboxes
+    python configure.py --model /data/Qwen3-4B-Instruct-2507 --model-name Qwen/Qwen3-4B-Instruct-2507 --device cuda
+    python configure.py --rock-base-url http://rock-admin:8080 --rock-cluster default   # sandboxes on a ROCK cluster
+
+It refuses to overwrite a config you edited (pass --force to regenerate anyway); configs it
+wrote itself and that are unchanged are regenerated freely. Every value it writes is printed.
+Budgets (tokens, turns, timeouts) live in one place: config/harbor.yaml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import secrets
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+TEMPLATES = ROOT / "templates"
+MANIFEST = ".configure-manifest.json"
+PLACEHOLDER = re.compile(r"\{\{\s*([a-z_][a-z0-9_]*)\s*\}\}")
+TINY_NAME, TINY_PATH = "local/qwen3-tiny-xs", "models/qwen3-tiny-xs"
+
+
+def detect_device() -> str:
+    try:
+        import torch  # noqa: PLC0415
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except Exception:  # noqa: BLE001  (control venv without torch, or no torch at all)
+        return "cpu"
+
+
+def model_settings(args) -> dict[str, str]:
+    if args.model in (None, "", "tiny"):
+        return {"model_name": TINY_NAME, "model_path": TINY_PATH, "tokenizer_id": TINY_NAME}
+    p = Path(args.model).expanduser()
+    if p.exists():
+        if not (p / "config.json").exists():
+            sys.exit(f"configure.py: {p} has no config.json: --model must be a local HF model directory or an HF id")
+        name = args.model_name or _hf_id_from_dir(p) or p.name
+        return {"model_name": name, "model_path": str(p.resolve()), "tokenizer_id": args.tokenizer_id or str(p.resolve())}
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", args.model):  # an HF id, resolved from the local HF cache (offline)
+        return {"model_name": args.model_name or args.model, "model_path": args.model, "tokenizer_id": args.tokenizer_id or args.model}
+    sys.exit(f"configure.py: --model {args.model!r} is neither an existing directory nor an HF id like org/name")
+
+
+def _hf_id_from_dir(p: Path) -> str | None:
+    try:
+        cfg = json.loads((p / "config.json").read_text())
+        name = cfg.get("_name_or_path") or ""
+        return name if re.fullmatch(r"[\w.-]+/[\w.-]+", name) else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _secret(out: Path, name: str, make) -> str:
+    """Generated keys are kept in config/.secrets.json so re-running configure.py keeps them."""
+    path = out / ".secrets.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    if name not in data:
+        data[name] = make()
+        path.write_text(json.dumps(data, indent=1))
+        os.chmod(path, 0o600)
+    return data[name]
+
+
+def values(args, out: Path) -> dict[str, str]:
+    device = args.device if args.device != "auto" else detect_device()
+    gpu = device.startswith("cuda")
+    v = {
+        **model_settings(args),
+        "device": device,
+        "dtype": args.dtype or ("bfloat16" if gpu else "float32"),
+        "threads": str(args.threads),
+        "microbatch_tokens": str(args.microbatch_tokens or (65536 if gpu else 8192)),
+        "backend_port": str(args.port),
+        "admin_port": str(args.admin_port),
+        "api_key": args.api_key or os.environ.get("TINKER_API_KEY") or _secret(out, "api_key", lambda: f"tml-local-{secrets.token_hex(12)}"),
+        "sandbox_key": args.sandbox_key or _secret(out, "sandbox_key", lambda: f"sbx-{secrets.token_hex(12)}"),
+        "sandbox_backend": "rock" if args.rock_base_url else args.sandbox_backend,
+        "rock_base_url": args.rock_base_url or f"http://127.0.0.1:{args.admin_port}",
+        "rock_cluster": args.rock_cluster or "local",
+        "rollout_only": "true" if args.rollout_only else "false",
+    }
+    if not v["api_key"].startswith("tml-"):
+        sys.exit("configure.py: --api-key must start with 'tml-' (the tinker SDK refuses other keys)")
+    return v
+
+
+def render(text: str, vals: dict[str, str], name: str) -> str:
+    missing = sorted({m for m in PLACEHOLDER.findall(text) if m not in vals})
+    if missing:
+        sys.exit(f"configure.py: template {name} uses unknown placeholders {missing}")
+    return PLACEHOLDER.sub(lambda m: vals[m.group(1)], text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.split("\n")[2:]))
+    ap.add_argument("--model", default=None, help="local HF model directory or HF id in the local cache (default: the tiny model)")
+    ap.add_argument("--model-name", default=None, help="id to serve the model under (default: its HF id / dir name)")
+    ap.add_argument("--tokenizer-id", default=None, help="tokenizer id/path clients load (default: the model's)")
+    ap.add_argument("--device", default="auto", help="cpu | cuda | cuda:N | auto (default: auto-detect)")
+    ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"], help="weights dtype (default: float32 on CPU, bfloat16 on GPU)")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads for the backend (default 1)")
+    ap.add_argument("--microbatch-tokens", type=int, default=None, help="forward_backward micro-batch size in tokens")
+    ap.add_argument("--port", type=int, default=19210, help="backend port (default 19210)")
+    ap.add_argument("--admin-port", type=int, default=18080, help="sandbox manager port (default 18080)")
+    ap.add_argument("--api-key", default=None, help="backend API key (default: $TINKER_API_KEY or a random tml-… key)")
+    ap.add_argument("--sandbox-key", default=None, help="sandbox manager key (default: random)")
+    ap.add_argument("--sandbox-backend", default="local", choices=["local", "docker", "rock"], help="where sandboxes run")
+    ap.add_argument("--rock-base-url", default=None, help="use a real ROCK admin at this URL (implies --sandbox-backend rock)")
+    ap.add_argument("--rock-cluster", default=None, help="ROCK cluster name")
+    ap.add_argument("--rollout-only", action="store_true", help="evaluation only: no training, no reference model")
+    ap.add_argument("--out", default=str(ROOT / "config"), help="output directory (default: config/)")
+    ap.add_argument("--force", action="store_true", help="overwrite configs even if you edited them")
+    args = ap.parse_args(argv)
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    os.chmod(out, 0o700)
+    vals = values(args, out)
+    man_path = out / MANIFEST
+    manifest = json.loads(man_path.read_text()) if man_path.exists() else {}
+    templates = sorted(TEMPLATES.glob("*.yaml"))
+    rendered = {t.name: render(t.read_text(), vals, t.name) for t in templates}
+    refused = []
+    for name in rendered:
+        dest = out / name
+        if dest.exists() and not args.force:
+            cur = hashlib.sha256(dest.read_bytes()).hexdigest()
+            if manifest.get(name) != cur:
+                refused.append(name)
+    if refused:
+        print(f"configure.py: refusing to overwrite edited config(s): {', '.join(refused)} in {out}\n"
+              "  (keep your edits, or re-run with --force to regenerate them)", file=sys.stderr)
+        return 3
+    for name, text in rendered.items():
+        dest = out / name
+        dest.write_text(text)
+        os.chmod(dest, 0o600)
+        manifest[name] = hashlib.sha256(text.encode()).hexdigest()
+        print(f"wrote {dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest}")
+    man_path.write_text(json.dumps(manifest, indent=1))
+    shown = {k: (v if "key" not in k else v[:8] + "…") for k, v in vals.items()}
+    print(json.dumps(shown, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Run the project's jobs.
+#
+#   bash run.sh quickstart            set everything up (offline-capable) and train the embedded default: sft, then grpo
+#   bash run.sh test [pytest args]    the test suite (what CI runs)
+#   bash run.sh rollout --task-id ID  evaluate an agent on tasks      (see: bash run.sh rollout --help)
+#   bash run.sh sft|grpo|ppo|ppo-kl   train an SWE agent              (see: bash run.sh grpo --help)
+#
+# Training/rollout modes create runs/<mode>-<timestamp>/ (printed at start), start the backend and
+# sandbox manager if they are not running, and stop what they started, also on Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT="$(pwd)"
+export HF_HOME="${HF_HOME:-$ROOT/hf-home}" HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}" TRANSFORMERS_OFFLINE="${TRANSFORMERS_OFFLINE:-1}"
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}" TOKENIZERS_PARALLELISM=false
+
+need_control() { [[ -x .venv-control/bin/python ]] || { echo "run.sh: run 'bash setup.sh all' first" >&2; exit 1; }; }
+
+mode="${1:-}"; shift || true
+case "$mode" in
+  test)
+    need_control
+    set +e
+    .venv-control/bin/python -m pytest tests "$@"
+    rc=$?
+    set -e
+    [[ $rc -eq 5 ]] && { echo "run.sh: no tests were collected" >&2; exit 1; }
+    exit $rc ;;
+  quickstart)
+    bash setup.sh all
+    [[ -f config/runtime.yaml ]] || .venv-control/bin/python configure.py
+    .venv-control/bin/python -m cookbook.cli sft --preset quickstart "$@"
+    exec .venv-control/bin/python -m cookbook.cli grpo --preset quickstart "$@" ;;
+  rollout|sft|grpo|ppo|ppo-kl)
+    need_control
+    [[ -f config/runtime.yaml ]] || .venv-control/bin/python configure.py
+    exec .venv-control/bin/python -m cookbook.cli "$mode" "$@" ;;
+  -h|--help|help|"") sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$mode" ]] ;;
+  *) echo "run.sh: unknown mode '$mode' (quickstart | test | rollout | sft | grpo | ppo | ppo-kl)" >&2; exit 2 ;;
+esac

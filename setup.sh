@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Set up the project's two Python environments (idempotent; safe to re-run).
+#
+#   bash setup.sh control   # .venv-control: tinker SDK, tinker-cookbook, rl-rock, sandbox manager, recipes, tests
+#   bash setup.sh runtime   # .venv-runtime: torch, transformers, peft, FastAPI backend + the tiny default model
+#   bash setup.sh system    # Debian packages the sandboxes need (bubblewrap, ...); needs root
+#   bash setup.sh all       # system (if root) + control + runtime
+#
+# Each step ends with a JSON report of what is installed and whether it imports.
+# Environment: PYTHON (interpreter to build venvs from; default python3.11), LTS_SKIP_MODEL=1 (no tiny model).
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT="$(pwd)"
+
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+
+die() { echo "setup.sh: error: $*" >&2; exit 1; }
+
+find_python() {
+  local cand="${PYTHON:-}"
+  if [[ -z "$cand" ]]; then
+    for c in python3.11 "$HOME/.pyenv/versions/3.11.7/bin/python3.11" python3; do
+      if command -v "$c" >/dev/null 2>&1; then cand="$c"; break; fi
+    done
+  fi
+  [[ -n "$cand" ]] || die "no Python found: install Python 3.11 (or set PYTHON=/path/to/python3.11)"
+  local ver
+  ver="$("$cand" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" || die "$cand does not run"
+  case "$ver" in
+    3.11|3.12) ;;
+    *) die "$cand is Python $ver; this project needs Python 3.11 (3.12 works for the runtime only)";;
+  esac
+  "$cand" -c 'import venv, ensurepip' 2>/dev/null || die "$cand lacks venv/ensurepip (Debian: apt-get install python3-venv)"
+  echo "$cand"
+}
+
+# make_venv NAME REQUIREMENTS
+make_venv() {
+  local name="$1" req="$2" py venv stamp want
+  venv="$ROOT/.venv-$name"
+  stamp="$venv/.lts-installed"
+  want="$(cat "$req" pyproject.toml | sha256sum | cut -c1-16)"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$venv/bin/python" ]]; then
+    echo "[setup] .venv-$name is up to date ($req unchanged)"
+    return 0
+  fi
+  py="$(find_python)"
+  if [[ ! -x "$venv/bin/python" ]]; then
+    echo "[setup] creating .venv-$name with $py"
+    "$py" -m venv "$venv"
+  fi
+  echo "[setup] installing $req into .venv-$name (this takes a few minutes the first time)"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  # torch first and alone, pinned, so that no other package can pull a different (CUDA) build
+  local torch_pin
+  torch_pin="$(grep -E '^torch==' "$req" || true)"
+  if [[ -n "$torch_pin" ]]; then
+    "$venv/bin/python" -m pip install -q "$torch_pin" || die "could not install $torch_pin"
+  fi
+  "$venv/bin/python" -m pip install -q -r "$req" || die "pip install -r $req failed (see the messages above)"
+  "$venv/bin/python" -m pip install -q --no-deps -e . || die "could not install the project into .venv-$name"
+  echo "$want" > "$stamp"
+}
+
+report() {  # report NAME MODULE...
+  local name="$1"; shift
+  "$ROOT/.venv-$name/bin/python" - "$name" "$@" <<'EOF'
+import importlib, json, platform, sys
+name, mods = sys.argv[1], sys.argv[2:]
+rep = {"venv": f".venv-{name}", "python": platform.python_version(), "ok": True, "packages": {}}
+for m in mods:
+    try:
+        mod = importlib.import_module(m)
+        rep["packages"][m] = getattr(mod, "__version__", "ok")
+    except Exception as e:  # noqa: BLE001
+        rep["packages"][m] = f"IMPORT FAILED: {type(e).__name__}: {e}"
+        rep["ok"] = False
+try:
+    import torch
+    rep["torch_cuda"] = torch.cuda.is_available()
+    rep["torch_build"] = torch.__version__
+except Exception:
+    pass
+print(json.dumps(rep, indent=1))
+sys.exit(0 if rep["ok"] else 1)
+EOF
+}
+
+setup_control() {
+  make_venv control requirements/control.txt
+  report control tinker tinker_cookbook torch transformers rock docker fastapi uvicorn httpx yaml pytest matplotlib services.common cookbook \
+    || die "control environment check failed (see the report above)"
+}
+
+setup_runtime() {
+  make_venv runtime requirements/runtime.txt
+  report runtime torch transformers peft fastapi uvicorn tinker safetensors yaml services.backend \
+    || die "runtime environment check failed (see the report above)"
+  if [[ "${LTS_SKIP_MODEL:-0}" != "1" ]]; then
+    if [[ -f models/qwen3-tiny-xs/config.json && -d hf-home/hub/models--local--qwen3-tiny-xs ]]; then
+      echo "[setup] tiny default model present: models/qwen3-tiny-xs (local/qwen3-tiny-xs)"
+    else
+      echo "[setup] creating the tiny default model (offline, seconds)"
+      .venv-runtime/bin/python -m services.models make-tiny --register >/dev/null
+      echo "[setup] created models/qwen3-tiny-xs, registered as local/qwen3-tiny-xs in hf-home/"
+    fi
+  fi
+}
+
+setup_system() {
+  local pkgs=(bubblewrap git)
+  local missing=()
+  for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    echo "[setup] system packages present: ${pkgs[*]}"
+  elif [[ "$(id -u)" == "0" ]]; then
+    echo "[setup] apt-get install ${missing[*]}"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null \
+      || die "apt-get install ${missing[*]} failed"
+  else
+    die "missing Debian packages: ${missing[*]} (run as root: sudo bash setup.sh system)"
+  fi
+  printf '{"system": {"bwrap": "%s", "git": "%s"}}\n' "$(bwrap --version 2>/dev/null | head -1)" "$(git --version)"
+}
+
+case "${1:-}" in
+  control) setup_control ;;
+  runtime) setup_runtime ;;
+  system) setup_system ;;
+  all)
+    if [[ "$(id -u)" == "0" ]]; then setup_system; else echo "[setup] not root: skipping system packages (run: sudo bash setup.sh system)"; fi
+    setup_control; setup_runtime ;;
+  -h|--help|help) usage ;;
+  *) usage; exit 2 ;;
+esac
