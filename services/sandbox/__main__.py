@@ -1,0 +1,104 @@
+"""python -m services.sandbox admin|worker — see docs/sandbox.md."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import config as sbconfig
+
+DESCRIPTION = """Sandbox manager.
+  admin   HTTP API (ROCK sandbox API subset), lifecycle, leases, reaper; runs sandboxes itself
+          (backend local|docker|rock) or through a separate worker (backend: worker)
+  worker  runs sandboxes on this host for an admin (internal HTTP API)
+Both bind 127.0.0.1 by default, need the key from the config, log to state/logs/, and remove
+every sandbox they hold on SIGINT/SIGTERM."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m services.sandbox", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("role", choices=["admin", "worker"])
+    p.add_argument("--config", default=None, help="YAML config (default: config/admin.yaml, else templates/admin.yaml)")
+    p.add_argument("--host", default=None, help="bind address (default from config: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port (default from config: admin 18080, worker 18081)")
+    p.add_argument("--backend", default=None, help="local | docker | rock | worker (admin only; overrides config)")
+    p.add_argument("--log-file", default=None, help="log file (default from config, under state/logs/)")
+    p.add_argument("--log-level", default="INFO")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cfg = sbconfig.load(args.config)
+    section = cfg.setdefault(args.role, {})
+    backend_name = args.backend or section.get("backend", "local")
+    if backend_name == "local":
+        # Must happen before any thread exists: re-executes this command in a private mount ns.
+        from .local.namespace import ensure_private_namespace
+        ensure_private_namespace()
+    from services.common.logs import setup_logging
+    log_file = args.log_file or section.get("log_file") or f"state/logs/sandbox-{args.role}.log"
+    log = setup_logging(f"sandbox-{args.role}", sbconfig.resolve(log_file), args.log_level)
+    host = args.host or section.get("host", "127.0.0.1")
+    port = args.port or int(section.get("port", 18080 if args.role == "admin" else 18081))
+    try:
+        asyncio.run(serve(args.role, cfg, backend_name, host, port))
+    except Exception as e:
+        log.exception("sandbox %s failed: %s", args.role, e)
+        return 1
+    return 0
+
+
+async def serve(role: str, cfg: dict[str, Any], backend_name: str, host: str, port: int) -> None:
+    import uvicorn
+
+    from .backends import make_backend
+    log = logging.getLogger(f"sandbox-{role}")
+    cfg = dict(cfg)
+    cfg["worker_name"] = (cfg.get("worker") or {}).get("name", "local")
+    backend = make_backend(backend_name, cfg)
+    if role == "admin":
+        from .admin import build_app
+        from .manager import LifecycleConfig, SandboxManager
+        from .store import Store
+        store = Store(Path(cfg["state_dir"]) / "admin.db")
+        service = SandboxManager(backend, store, LifecycleConfig.from_mapping(cfg.get("lifecycle")),
+                                 sbconfig.default_limits(cfg), images=cfg.get("images") or {})
+        app = build_app(service, cfg)
+        start, stop = service.start, service.shutdown
+    else:
+        from .worker import build_worker_app
+        app = build_worker_app(backend, cfg)
+        start, stop = backend.start, backend.shutdown
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app):
+        # Runs inside uvicorn's startup/shutdown, which handles SIGINT/SIGTERM (and then
+        # re-raises the signal, so cleanup must happen here, not after serve()).
+        await start()
+        log.info("sandbox %s (backend %s) listening on http://%s:%d", role, backend_name, host, port)
+        try:
+            yield
+        finally:
+            log.info("sandbox %s stopping: removing its sandboxes", role)
+            await stop()
+            if role == "admin":
+                store.close()
+            log.info("sandbox %s stopped", role)
+
+    app.router.lifespan_context = lifespan
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                                           lifespan="on", timeout_graceful_shutdown=5))
+    await server.serve()
+    if not server.started:
+        raise RuntimeError(f"sandbox {role} did not start (see the log above)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

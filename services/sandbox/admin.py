@@ -1,0 +1,303 @@
+"""The admin HTTP API: the subset of ROCK's sandbox API (prefix /apis/envs/sandbox/v1) that
+rl-rock's ``rock.sdk.sandbox.client.Sandbox`` uses, plus a few extensions (heartbeat, reset,
+list, and extra request/response fields that the ROCK SDK ignores).
+
+Differences from ROCK, on purpose: bad requests get real 4xx statuses (ROCK answers 200 with
+status "Failed"); command failures (non-zero exit with check, timeouts) are answered like ROCK:
+HTTP 200 with status "Failed".
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import logging
+import tarfile
+import time
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Depends, FastAPI, File, Form, Request, UploadFile
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import config as sbconfig
+from .backends.base import ExecRequest, bash
+from .errors import BadRequest, PayloadTooLarge
+from .http_common import BodySizeLimit, failed, install_error_handlers, make_key_check, ok
+from .limits import parse_size_mb
+from .manager import SandboxManager
+from .paths import sandbox_path
+from .store import SandboxRecord
+
+log = logging.getLogger(__name__)
+PREFIX = "/apis/envs/sandbox/v1"
+
+
+class _Req(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class StartRequest(_Req):
+    image: str | None = None
+    memory: str | None = None               # "8g"
+    cpus: float | None = None               # ROCK: shares; used as the CPU limit unless limit_cpus
+    limit_cpus: float | None = None
+    disk: str | None = None                 # "50G": size of the sandbox's writable tmpfs
+    sandbox_id: str | None = None
+    auto_clear_time_minutes: int | None = None   # ROCK's idle clean-up -> our lease
+    # extensions
+    base_dir: str | None = None             # host directory copied (once, cached) as /workspace
+    limits: dict[str, Any] | None = None
+    lease_s: float | None = None
+    ttl_s: float | None = None
+    env: dict[str, str] | None = None
+
+
+class SandboxIdBody(_Req):
+    sandbox_id: str
+
+
+class ExecuteRequest(_Req):
+    sandbox_id: str
+    command: str | list[str]
+    timeout: float | None = None
+    shell: bool = False
+    check: bool = False
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    # extensions
+    max_output: int = 1_000_000             # bytes kept per stream
+    merge_output: bool = False              # stderr interleaved into stdout
+
+
+class CreateSessionRequest(_Req):
+    sandbox_id: str
+    session: str = "default"
+    startup_source: list[str] = []
+    env_enable: bool = False
+    env: dict[str, str] | None = None
+
+
+class RunInSessionRequest(_Req):
+    sandbox_id: str
+    session: str = "default"
+    command: str
+    timeout: float | None = None
+    check: Literal["silent", "raise", "ignore"] = "raise"
+    is_interactive_command: bool = False
+    max_output: int = 1_000_000
+
+
+class CloseSessionRequest(_Req):
+    sandbox_id: str
+    session: str = "default"
+
+
+class ReadFileRequest(_Req):
+    sandbox_id: str
+    path: str
+    encoding: str | None = None             # extension: "base64" returns the raw bytes base64-encoded
+    errors: str | None = None
+
+
+class WriteFileRequest(_Req):
+    sandbox_id: str
+    path: str
+    content: str
+    encoding: str | None = None             # extension: "base64"
+    mode: int | None = Field(default=None, ge=0, le=0o7777)
+
+
+def _iso(ts: float | None) -> str | None:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat() if ts else None
+
+
+def status_result(rec: SandboxRecord) -> dict[str, Any]:
+    alive = rec.state == "running"
+    stage = {"status": "success" if rec.state != "failed" else "failed", "message": rec.end_reason or "ok"}
+    return {"sandbox_id": rec.sandbox_id, "state": "running" if alive else "stopped", "is_alive": alive,
+            "status": {"image_pull": stage, "docker_run": stage}, "port_mapping": {},
+            "host_name": rec.info.get("host_name"), "host_ip": rec.info.get("host_ip"), "image": rec.image,
+            "cpus": rec.limits.get("cpus"), "memory": f"{rec.limits.get('memory_mb')}m",
+            "disk": f"{rec.limits.get('disk_mb')}m", "user_id": rec.user_id, "experiment_id": rec.experiment_id,
+            "namespace": rec.namespace, "create_time": _iso(rec.created_at), "stop_time": _iso(rec.ended_at),
+            # extensions
+            "backend": rec.backend, "base_dir": rec.base_dir, "limits": rec.limits, "end_reason": rec.end_reason,
+            "lease_expires_at": rec.lease_expires_at, "ttl_expires_at": rec.ttl_expires_at}
+
+
+def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
+    admin_cfg = cfg.get("admin", {}) or {}
+    max_upload = int(admin_cfg.get("max_upload_mb", 64)) * 1024 * 1024
+    max_read = int(admin_cfg.get("max_read_mb", 16)) * 1024 * 1024
+    default_timeout = float(admin_cfg.get("default_timeout_s", 1200))
+    check_key = make_key_check(cfg["auth"]["key"], cfg["auth"].get("header", "X-Key"))
+
+    app = FastAPI(title="local sandbox manager (ROCK sandbox API subset)")
+    app.state.manager = manager
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=max_upload + 1024 * 1024)  # + multipart/JSON overhead
+    api = APIRouter(prefix=PREFIX, dependencies=[Depends(check_key)])
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return ok({"backend": manager.backend.name, "sandboxes": len(manager.records), "pool": manager.pool_size()})
+
+    async def _start(req: StartRequest, request: Request) -> dict[str, Any]:
+        limits = dict(req.limits or {})
+        if req.memory and "memory_mb" not in limits:
+            limits["memory_mb"] = parse_size_mb(req.memory)
+        cpus = req.limit_cpus or req.cpus
+        if cpus and "cpus" not in limits:
+            limits["cpus"] = cpus
+        if req.disk and "disk_mb" not in limits:
+            limits["disk_mb"] = parse_size_mb(req.disk)
+        limits = sbconfig.clamp_limits(cfg, {k: parse_size_mb(v) if k.endswith("_mb") else v for k, v in limits.items()})
+        lease = req.lease_s or (req.auto_clear_time_minutes * 60 if req.auto_clear_time_minutes else None)
+        h = request.headers
+        rec = await manager.create(image=req.image, base_dir=req.base_dir, limits=limits, lease_s=lease,
+                                   ttl_s=req.ttl_s, sandbox_id=req.sandbox_id, env=req.env,
+                                   tags={"user_id": h.get("x-user-id"), "experiment_id": h.get("x-experiment-id"),
+                                         "namespace": h.get("x-namespace")})
+        return ok({"sandbox_id": rec.sandbox_id, "host_name": rec.info.get("host_name"),
+                   "host_ip": rec.info.get("host_ip"), "cpus": rec.limits["cpus"],
+                   "memory": f"{rec.limits['memory_mb']}m", "disk": f"{rec.limits['disk_mb']}m"})
+
+    @api.post("/start")
+    async def start(req: StartRequest, request: Request):
+        return await _start(req, request)
+
+    @api.post("/start_async")
+    async def start_async(req: StartRequest, request: Request):
+        return await _start(req, request)   # creation takes milliseconds: ready when this returns
+
+    @api.get("/get_status")
+    async def get_status(sandbox_id: str, include_all_states: bool = False):
+        return ok(status_result(manager.get(sandbox_id)))
+
+    @api.get("/is_alive")
+    async def is_alive(sandbox_id: str):
+        rec = manager.get(sandbox_id)
+        return ok({"is_alive": rec.state == "running", "message": rec.end_reason or ""})
+
+    @api.post("/execute")
+    async def execute(req: ExecuteRequest):
+        if isinstance(req.command, list):
+            if not req.command:
+                raise BadRequest("command must not be empty")
+            argv = [str(c) for c in req.command]
+        else:
+            argv = bash(req.command)
+        timeout = default_timeout if req.timeout is None else req.timeout
+        cwd = sandbox_path(req.cwd) if req.cwd else "/workspace"
+        out = await manager.exec(req.sandbox_id, ExecRequest(argv=argv, timeout=timeout, max_output=req.max_output,
+                                                             cwd=cwd, env=req.env or {},
+                                                             merge_stderr=req.merge_output))
+        result = {"stdout": out.stdout.decode(errors="replace"), "stderr": out.stderr.decode(errors="replace"),
+                  "exit_code": out.exit_code, "timed_out": out.timed_out, "truncated": out.truncated,
+                  "duration_s": round(out.duration_s, 4)}
+        if req.check and out.exit_code != 0:
+            return failed(f"command failed with exit code {out.exit_code}", "execute command failed", result)
+        return ok(result)
+
+    @api.post("/create_session")
+    async def create_session(req: CreateSessionRequest):
+        output = await manager.create_session(req.sandbox_id, req.session, req.env, req.startup_source)
+        return ok({"output": output, "session_type": "bash"})
+
+    @api.post("/run_in_session")
+    async def run_in_session(req: RunInSessionRequest):
+        if req.is_interactive_command:
+            raise BadRequest("interactive commands are not supported")
+        timeout = default_timeout if req.timeout is None else req.timeout
+        out = await manager.run_in_session(req.sandbox_id, req.session, req.command, timeout, req.max_output)
+        result = {"session_type": "bash", "output": out.output, "exit_code": out.exit_code,
+                  "failure_reason": out.failure_reason, "expect_string": "", "timed_out": out.timed_out,
+                  "truncated": out.truncated}
+        if out.exit_code == -1:
+            return failed(out.failure_reason or "command failed", "run in session failed", result)
+        if req.check == "raise" and out.exit_code != 0:
+            return failed(f"Command {req.command!r} failed with exit code {out.exit_code}. Here is the output:\n"
+                          f"{out.output!r}", "run in session failed", result)
+        return ok(result)
+
+    @api.post("/close_session")
+    async def close_session(req: CloseSessionRequest):
+        await manager.close_session(req.sandbox_id, req.session)
+        return ok({"session_type": "bash"})
+
+    @api.post("/read_file")
+    async def read_file(req: ReadFileRequest):
+        data = await manager.read_file(req.sandbox_id, sandbox_path(req.path), max_read)
+        if req.encoding == "base64":
+            return ok({"content": base64.b64encode(data).decode(), "encoding": "base64"})
+        return ok({"content": data.decode(req.encoding or "utf-8", errors=req.errors or "replace")})
+
+    @api.post("/write_file")
+    async def write_file(req: WriteFileRequest):
+        data = base64.b64decode(req.content) if req.encoding == "base64" else req.content.encode()
+        if len(data) > max_upload:
+            raise PayloadTooLarge(f"content larger than {max_upload} bytes")
+        path = sandbox_path(req.path)
+        await manager.write_file(req.sandbox_id, path, data, req.mode)
+        return ok({"success": True, "message": f"wrote {len(data)} bytes to {path}"})
+
+    @api.post("/upload")
+    async def upload(file: Annotated[UploadFile, File()], target_path: Annotated[str, Form()],
+                     sandbox_id: Annotated[str, Form()], extract: Annotated[str | None, Form()] = None):
+        data = await file.read(max_upload + 1)
+        if len(data) > max_upload:
+            raise PayloadTooLarge(f"upload larger than {max_upload} bytes")
+        target = sandbox_path(target_path)
+        if extract == "tar":
+            _check_tar(data)
+            await manager.extract_tar(sandbox_id, target, data)
+        elif extract:
+            raise BadRequest(f"unknown extract mode {extract!r} (only 'tar')")
+        else:
+            await manager.write_file(sandbox_id, target, data)
+        return ok({"success": True, "message": f"uploaded to {target}", "file_name": file.filename or ""})
+
+    @api.post("/stop")
+    async def stop(sandbox_id: Annotated[str, Body(embed=True)]):
+        await manager.close(sandbox_id)
+        return ok(f"{sandbox_id} stopped")
+
+    @api.post("/delete")
+    async def delete(sandbox_id: Annotated[str, Body(embed=True)]):
+        await manager.close(sandbox_id)
+        return ok(f"{sandbox_id} deleted")
+
+    # --- extensions ---------------------------------------------------------------------------------
+
+    @api.post("/heartbeat")
+    async def heartbeat(req: SandboxIdBody):
+        rec = await manager.heartbeat(req.sandbox_id)
+        return ok({"lease_expires_at": rec.lease_expires_at, "ttl_expires_at": rec.ttl_expires_at})
+
+    @api.post("/reset")
+    async def reset(req: SandboxIdBody):
+        t = time.monotonic()
+        await manager.reset(req.sandbox_id)
+        return ok({"reset": True, "duration_s": round(time.monotonic() - t, 4)})
+
+    @api.get("/list")
+    async def list_sandboxes():
+        return ok([status_result(r) for r in manager.records.values()])
+
+    app.include_router(api)
+    return app
+
+
+def _check_tar(data: bytes) -> None:
+    """Reject archives with absolute or '..' member names or device nodes before extraction
+    (extraction itself runs inside the sandbox, so this is for clear errors, not safety)."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+            for m in tf.getmembers():
+                if m.name.startswith("/") or ".." in m.name.split("/"):
+                    raise BadRequest(f"tar member {m.name!r}: absolute or '..' paths are not allowed")
+                if m.isdev():
+                    raise BadRequest(f"tar member {m.name!r}: device nodes are not allowed")
+    except tarfile.TarError as e:
+        raise BadRequest(f"not a tar archive: {e}")

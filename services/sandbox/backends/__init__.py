@@ -1,0 +1,33 @@
+"""Sandbox backends behind one interface (``base.Backend``).
+
+* ``local``  – bubblewrap + overlayfs + cgroups on this host (services/sandbox/local/)
+* ``docker`` – one container per sandbox through the Docker SDK
+* ``rock``   – a real ROCK admin through rl-rock's ``Sandbox`` client
+* ``worker`` – a sandbox worker process (``python -m services.sandbox worker``) over HTTP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
+
+
+def make_backend(name: str, config: dict[str, Any]) -> Backend:
+    """Build the backend ``name`` from the whole sandbox config mapping."""
+    if name == "local":
+        from ..local.backend import LocalBackend
+        return LocalBackend.from_config(config)
+    if name == "docker":
+        from .docker_backend import DockerBackend
+        return DockerBackend.from_config(config)
+    if name == "rock":
+        from .rock_backend import RockBackend
+        return RockBackend.from_config(config)
+    if name == "worker":
+        from .worker_client import WorkerBackend
+        return WorkerBackend.from_config(config)
+    raise ValueError(f"unknown sandbox backend {name!r} (local | docker | rock | worker)")
+
+
+__all__ = ["Backend", "ExecOutput", "ExecRequest", "SandboxSpec", "SessionOutput", "make_backend"]

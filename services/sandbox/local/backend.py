@@ -1,0 +1,310 @@
+"""``LocalBackend``: sandboxes on this host with bubblewrap + overlayfs + cgroups.
+
+Runs as root (CI): sandboxes run as ``sandbox_uid`` (default 65534) with v1 cgroup limits and
+v2 ``cgroup.kill``. Runs as non-root too: the process is then uid 0 of its own user namespace
+(see namespace.py); bwrap drops all capabilities, there are no cgroups (limits fall back to
+rlimits; timeouts still kill the whole pid namespace), and overlayfs uses ``userxattr``.
+Must run inside a private mount namespace (``namespace.ensure_private_namespace``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import resource
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.common.paths import STATE_DIR
+
+from ..backends.base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
+from ..errors import BadRequest, Conflict, NotFound, SandboxError
+from ..limits import Limits
+from . import cgroups, jail, namespace
+from .process import Containment, run_contained
+from .sessions import BashSession
+from .workspace import SCRATCH_DIRS, BaseCache, Workspace, remove_run_dir
+
+log = logging.getLogger(__name__)
+
+
+def default_runtime_paths() -> list[str]:
+    """The Python interpreter installation and the venv we run from, bound read-only."""
+    paths = [sys.base_prefix]
+    if sys.prefix != sys.base_prefix:
+        paths.append(sys.prefix)
+    return paths
+
+
+def default_env(venv_bin: str | None) -> dict[str, str]:
+    path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+    if venv_bin:
+        path = f"{venv_bin}:{path}"
+    return {"PATH": path, "HOME": "/root", "USER": "sandbox", "LANG": "C.UTF-8", "TMPDIR": "/tmp", "TERM": "dumb",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "PIP_NO_INPUT": "1", "GIT_TERMINAL_PROMPT": "0"}
+
+
+@dataclass
+class LocalSandbox:
+    sandbox_id: str
+    workspace: Workspace
+    limits: Limits
+    env: dict[str, str]
+    cgroups: cgroups.SandboxCgroups | None
+    sessions: dict[str, BashSession] = field(default_factory=dict)
+    counter: int = 0
+    closing: bool = False
+
+    def next_unit(self, kind: str) -> str:
+        self.counter += 1
+        return f"{kind}-{self.counter}"
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def __init__(self, state_dir: Path, worker_name: str = "local", sandbox_uid: int = 65534,
+                 sandbox_gid: int = 65534, runtime_paths: list[str] | None = None, venv_bin: str | None = None,
+                 use_cgroups: bool = True, shm_mb: int = 64):
+        self.worker_name = worker_name
+        self.root = state_dir / "local" / worker_name     # run dirs and host layout of this worker
+        self.bases_dir = state_dir / "local" / "bases"    # shared cache of lower layers
+        self.is_root = os.geteuid() == 0
+        self.real_root = self.is_root and not _in_user_namespace()
+        self.uid, self.gid = (sandbox_uid, sandbox_gid) if self.real_root else (0, 0)
+        self.cgroup_parent = f"lts-sandbox-{worker_name}"
+        self.use_cgroups = use_cgroups and self.real_root
+        self.runtime_paths = runtime_paths if runtime_paths is not None else default_runtime_paths()
+        if venv_bin is None and sys.prefix != sys.base_prefix:
+            venv_bin = os.path.join(sys.prefix, "bin")
+        self.base_env = default_env(venv_bin)
+        self.shm_mb = shm_mb
+        self.sandboxes: dict[str, LocalSandbox] = {}
+        self._lock_fd: int | None = None
+        self.layout: jail.HostLayout | None = None
+        self.bases: BaseCache | None = None
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "LocalBackend":
+        local = config.get("local", {}) or {}
+        state_dir = Path(config.get("state_dir") or STATE_DIR / "sandboxes")
+        if not state_dir.is_absolute():
+            from services.common.paths import REPO_ROOT
+            state_dir = REPO_ROOT / state_dir
+        runtime = local.get("runtime_paths")
+        return cls(state_dir=state_dir, worker_name=str(config.get("worker_name", "local")),
+                   sandbox_uid=int(local.get("sandbox_uid", 65534)), sandbox_gid=int(local.get("sandbox_gid", 65534)),
+                   runtime_paths=None if runtime in (None, "auto", ["auto"]) else list(runtime),
+                   venv_bin=local.get("venv_bin"), use_cgroups=bool(local.get("cgroups", True)),
+                   shm_mb=int(local.get("shm_mb", 64)))
+
+    # --- start / stop ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if not namespace.in_private_namespace():
+            raise SandboxError("the local backend must run in a private mount namespace "
+                               "(start it through `python -m services.sandbox`)")
+        if shutil.which(jail.BWRAP) is None:
+            raise SandboxError("bubblewrap is not installed (apt-get install bubblewrap)")
+        self.root.mkdir(parents=True, exist_ok=True)
+        for p in (self.root, self.root.parent, self.root.parent.parent):
+            os.chmod(p, 0o755)   # the sandbox uid must traverse to the bind sources
+        self._lock_fd = os.open(self.root / "worker.lock", os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SandboxError(f"another sandbox worker named {self.worker_name!r} is running on this state dir")
+        if self.use_cgroups and not cgroups.cgroups_usable(self.cgroup_parent):
+            log.warning("cgroups are not usable here: memory/pids/cpu limits fall back to rlimits")
+            self.use_cgroups = False
+        removed = self.cleanup_leftovers()
+        if removed:
+            log.warning("removed leftovers of a previous worker: %s", ", ".join(removed))
+        self.bases = BaseCache(self.bases_dir, self.uid, self.gid, chown=self.real_root)
+        self.layout = await asyncio.to_thread(jail.prepare_host_layout, self.root / "host", self.runtime_paths,
+                                              self.uid, self.gid, "sandbox")
+        log.info("local backend ready (uid %d, cgroups %s, user namespace %s)", self.uid, self.use_cgroups,
+                 not self.real_root)
+
+    def cleanup_leftovers(self) -> list[str]:
+        """Remove run dirs and cgroups left by a worker of this name that died (kill -9):
+        nothing of them can be alive, since we hold the worker lock and its mount namespace
+        died with it."""
+        removed: set[str] = set()
+        if self.use_cgroups or self.real_root:
+            removed.update(cgroups.remove_stale(self.cgroup_parent, keep=set(self.sandboxes)))
+        run = self.root / "run"
+        if run.exists():
+            for d in run.iterdir():
+                if d.name not in self.sandboxes:
+                    remove_run_dir(d)
+                    removed.add(d.name)
+        return sorted(removed)
+
+    async def shutdown(self) -> None:
+        await super().shutdown()
+        if self.layout:
+            hop_root = self.layout.dir / "runtime"
+            if hop_root.exists():
+                for hop in hop_root.iterdir():
+                    namespace.umount(str(hop))
+        for parent in ([cgroups.CGROUP_ROOT / c / self.cgroup_parent for c in cgroups.V1_CONTROLLERS] +
+                       ([cgroups.v2_root() / self.cgroup_parent] if cgroups.v2_root() else [])):
+            try:
+                parent.rmdir()
+            except OSError:
+                pass
+        shutil.rmtree(self.root / "run", ignore_errors=True)
+        shutil.rmtree(self.root / "host", ignore_errors=True)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    async def create(self, sandbox_id: str, spec: SandboxSpec) -> dict[str, Any]:
+        if sandbox_id in self.sandboxes:
+            raise Conflict(f"sandbox {sandbox_id} exists")
+        assert self.bases is not None
+        base = await asyncio.to_thread(self.bases.prepare, spec.base_dir)
+        ws = Workspace(self.root / "run" / sandbox_id, base, self.uid, self.gid, userns=not self.real_root)
+        cg = cgroups.SandboxCgroups(self.cgroup_parent, sandbox_id) if self.use_cgroups else None
+        try:
+            ws.mount(spec.limits.disk_mb)
+            if cg:
+                cg.create(spec.limits)
+        except BaseException:
+            if cg:
+                cg.destroy()
+            ws.remove()
+            raise
+        self.sandboxes[sandbox_id] = LocalSandbox(sandbox_id, ws, spec.limits, dict(spec.env), cg)
+        return {"host_name": os.uname().nodename, "host_ip": "127.0.0.1", "base_id": base.base_id,
+                "workspace": "/workspace", "cgroups": cg is not None}
+
+    async def update_limits(self, sandbox_id: str, limits: Limits) -> None:
+        sb = self._get(sandbox_id)
+        if sb.cgroups:
+            sb.cgroups.apply(limits)
+        if limits.disk_mb != sb.limits.disk_mb:
+            sb.workspace.resize(limits.disk_mb)
+        sb.limits = limits
+
+    async def destroy(self, sandbox_id: str) -> None:
+        sb = self.sandboxes.get(sandbox_id)
+        if sb is None:
+            return
+        sb.closing = True
+        for s in list(sb.sessions.values()):
+            s.kill()
+        if sb.cgroups:
+            await asyncio.to_thread(sb.cgroups.destroy)
+        for s in list(sb.sessions.values()):
+            await s.close()
+        await asyncio.to_thread(sb.workspace.remove)
+        self.sandboxes.pop(sandbox_id, None)
+
+    async def list_live(self) -> list[str]:
+        return list(self.sandboxes)
+
+    async def reset(self, sandbox_id: str) -> None:
+        sb = self._get(sandbox_id)
+        for s in list(sb.sessions.values()):
+            s.kill()
+        if sb.cgroups:
+            await asyncio.to_thread(sb.cgroups.kill_all)
+        for s in list(sb.sessions.values()):
+            await s.close()
+        sb.sessions.clear()
+        sb.workspace.unmount()
+        sb.workspace.mount(sb.limits.disk_mb)
+
+    # --- running things ---------------------------------------------------------------------------
+
+    def _get(self, sandbox_id: str) -> LocalSandbox:
+        sb = self.sandboxes.get(sandbox_id)
+        if sb is None or sb.closing:
+            raise NotFound(f"sandbox {sandbox_id} is not running on this worker")
+        return sb
+
+    def _containment(self, sb: LocalSandbox, unit: str) -> tuple[Containment, Any]:
+        lim = sb.limits
+        rl = [(resource.RLIMIT_NOFILE, lim.nofile), (resource.RLIMIT_FSIZE, lim.file_size_mb * 1024 * 1024),
+              (resource.RLIMIT_CPU, lim.cpu_time_s), (resource.RLIMIT_CORE, 0),
+              (resource.RLIMIT_AS, lim.address_space_mb * 1024 * 1024)]
+        if not sb.cgroups:
+            # No pids cgroup: RLIMIT_NPROC is the only fork-bomb guard (per host uid; ignored for root).
+            rl.append((resource.RLIMIT_NPROC, lim.pids))
+        procs = sb.cgroups.unit(unit) if sb.cgroups else []
+        cont = Containment(procs, rl, self.uid if self.real_root else None, self.gid if self.real_root else None)
+
+        def kill_tree() -> None:
+            if sb.cgroups:
+                sb.cgroups.kill_unit(unit)
+        return cont, kill_tree
+
+    def _argv(self, sb: LocalSandbox, cwd: str, env: dict[str, str], argv: list[str]) -> list[str]:
+        assert self.layout is not None
+        full_env = {**self.base_env, **sb.env, **env}
+        return jail.bwrap_argv(self.layout, sb.workspace.merged, sb.workspace.scratch, SCRATCH_DIRS, cwd, full_env,
+                               argv, privileged_userns=not self.real_root, shm_mb=self.shm_mb)
+
+    async def exec(self, sandbox_id: str, req: ExecRequest) -> ExecOutput:
+        sb = self._get(sandbox_id)
+        unit = sb.next_unit("x")
+        cont, kill_tree = self._containment(sb, unit)
+        try:
+            return await run_contained(self._argv(sb, req.cwd, req.env, req.argv), cont, stdin=req.stdin,
+                                       timeout=req.timeout, max_output=req.max_output,
+                                       merge_stderr=req.merge_stderr, kill_tree=kill_tree)
+        finally:
+            if sb.cgroups:
+                await asyncio.to_thread(sb.cgroups.kill_unit, unit)
+
+    async def create_session(self, sandbox_id: str, session: str, env: dict[str, str] | None = None,
+                             startup_source: list[str] | None = None) -> str:
+        sb = self._get(sandbox_id)
+        if session in sb.sessions and sb.sessions[session].alive:
+            raise Conflict(f"session {session!r} already exists")
+        unit = f"s-{session}-{sb.next_unit('s')}"
+        cont, kill_tree = self._containment(sb, unit)
+        argv = self._argv(sb, "/workspace", {}, ["/bin/bash", "--noprofile", "--norc"])
+        try:
+            s, output = await BashSession.start(session, argv, cont, kill_tree, env, startup_source)
+        except RuntimeError as e:
+            raise BadRequest(str(e))
+        sb.sessions[session] = s
+        return output
+
+    async def run_in_session(self, sandbox_id: str, session: str, command: str, timeout: float,
+                             max_output: int) -> SessionOutput:
+        sb = self._get(sandbox_id)
+        s = sb.sessions.get(session)
+        if s is None:
+            raise BadRequest(f"unknown session {session!r}; create it first")
+        out = await s.run(command, timeout, max_output)
+        if not s.alive:
+            sb.sessions.pop(session, None)
+            await s.close()
+        return out
+
+    async def close_session(self, sandbox_id: str, session: str) -> None:
+        sb = self._get(sandbox_id)
+        s = sb.sessions.pop(session, None)
+        if s is None:
+            raise BadRequest(f"unknown session {session!r}")
+        await s.close()
+
+
+def _in_user_namespace() -> bool:
+    """True inside a user namespace we created (uid_map is not the identity over all uids)."""
+    try:
+        line = Path("/proc/self/uid_map").read_text().split()
+        return not (line[0] == "0" and line[1] == "0" and int(line[2]) >= 4294967295)
+    except OSError:
+        return False
