@@ -133,16 +133,22 @@ class RemoteSandbox:
     def _body(self, **kw: Any) -> dict[str, Any]:
         return {"sandbox_id": self.sandbox_id, **kw}
 
-    async def run(self, cmd: str, timeout: float = 60.0, max_output: int = 100_000, cwd: str = "/workspace",
-                  env: dict[str, str] | None = None) -> ExecResult:
+    async def execute(self, cmd: str, timeout: float = 60.0, max_output: int = 100_000, cwd: str | None = "/workspace",
+                      env: dict[str, str] | None = None, merge_output: bool = False) -> dict[str, Any]:
+        """Raw ``execute``: {stdout, stderr, exit_code[, timed_out, truncated, duration_s]}."""
         body = self._body(command=cmd, timeout=timeout, cwd=cwd, env=env)
         if self.client.flavor == "local":
-            body.update(max_output=max_output, merge_output=True)
-        r = await self.client.call("POST", "/execute", json=body, timeout=timeout + self.client.http_margin_s)
+            body.update(max_output=max_output, merge_output=merge_output)
+        return await self.client.call("POST", "/execute", json=body, timeout=timeout + self.client.http_margin_s)
+
+    async def run(self, cmd: str, timeout: float = 60.0, max_output: int = 100_000, cwd: str = "/workspace",
+                  env: dict[str, str] | None = None) -> ExecResult:
+        r = await self.execute(cmd, timeout, max_output, cwd, env, merge_output=True)
         output = r.get("stdout", "") + r.get("stderr", "")
         truncated = bool(r.get("truncated")) or len(output) > max_output
-        return ExecResult(exit_code=r.get("exit_code", -1) if r.get("exit_code") is not None else -1,
-                          output=output[:max_output], timed_out=bool(r.get("timed_out")), truncated=truncated,
+        exit_code = r.get("exit_code")
+        return ExecResult(exit_code=-1 if exit_code is None else exit_code, output=output[:max_output],
+                          timed_out=bool(r.get("timed_out")), truncated=truncated,
                           duration_s=float(r.get("duration_s", 0.0)))
 
     async def read_bytes(self, path: str) -> bytes:
