@@ -1,0 +1,2 @@
+def capitalize(s):
+    return s[:1].upper() + s[2:]

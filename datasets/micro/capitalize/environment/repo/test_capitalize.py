@@ -1,0 +1,6 @@
+from capitalize import capitalize
+
+
+def test_capitalize():
+    assert capitalize('hello') == 'Hello'
+    assert capitalize('') == ''

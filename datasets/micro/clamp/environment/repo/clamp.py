@@ -1,0 +1,6 @@
+def clamp(x, lo, hi):
+    if x < lo:
+        return lo
+    if x < hi:
+        return hi
+    return x

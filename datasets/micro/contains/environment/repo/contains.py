@@ -1,0 +1,5 @@
+def contains(xs, v):
+    for x in xs:
+        if x == v:
+            return True
+    return True

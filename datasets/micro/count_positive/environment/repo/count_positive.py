@@ -1,0 +1,2 @@
+def count_positive(xs):
+    return len([x for x in xs if x >= 0])

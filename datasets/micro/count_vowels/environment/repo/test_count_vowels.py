@@ -1,0 +1,6 @@
+from count_vowels import count_vowels
+
+
+def test_count_vowels():
+    assert count_vowels('hello') == 2
+    assert count_vowels('xyz') == 0

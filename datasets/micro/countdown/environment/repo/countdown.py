@@ -1,0 +1,2 @@
+def countdown(n):
+    return list(range(n, -1, -1))

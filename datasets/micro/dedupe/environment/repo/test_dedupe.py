@@ -1,0 +1,6 @@
+from dedupe import dedupe
+
+
+def test_dedupe():
+    assert dedupe([1, 1, 2]) == [1, 2]
+    assert dedupe([]) == []

@@ -1,0 +1,2 @@
+def discount(price, pct):
+    return price + price * pct / 100

@@ -1,0 +1,2 @@
+def double_all(xs):
+    return [x * x for x in xs]

@@ -1,0 +1,6 @@
+from fib import fib
+
+
+def test_fib():
+    assert fib(5) == 5
+    assert fib(0) == 0

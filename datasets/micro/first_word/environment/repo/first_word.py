@@ -1,0 +1,2 @@
+def first_word(s):
+    return s.split()[1]

@@ -1,0 +1,5 @@
+def index_of(xs, v):
+    for i, x in enumerate(xs):
+        if x == v:
+            return i
+    return 0

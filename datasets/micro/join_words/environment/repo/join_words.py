@@ -1,0 +1,2 @@
+def join_words(words):
+    return "".join(words)

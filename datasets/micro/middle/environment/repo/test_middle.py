@@ -1,0 +1,6 @@
+from middle import middle
+
+
+def test_middle():
+    assert middle([1, 2, 3]) == 2
+    assert middle([7]) == 7

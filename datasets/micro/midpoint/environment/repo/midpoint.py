@@ -1,0 +1,2 @@
+def midpoint(a, b):
+    return (a - b) / 2

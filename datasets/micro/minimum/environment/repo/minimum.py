@@ -1,0 +1,4 @@
+def minimum(a, b):
+    if a > b:
+        return a
+    return b

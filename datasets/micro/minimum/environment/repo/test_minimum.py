@@ -1,0 +1,6 @@
+from minimum import minimum
+
+
+def test_minimum():
+    assert minimum(3, 1) == 1
+    assert minimum(1, 2) == 1

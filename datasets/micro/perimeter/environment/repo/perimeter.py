@@ -1,0 +1,2 @@
+def perimeter(w, h):
+    return 2 * w + h

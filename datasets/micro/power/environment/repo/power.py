@@ -1,0 +1,5 @@
+def power(b, e):
+    r = 1
+    for _ in range(e):
+        r += b
+    return r

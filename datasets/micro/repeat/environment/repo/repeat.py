@@ -1,0 +1,2 @@
+def repeat(s, n):
+    return s * (n - 1)

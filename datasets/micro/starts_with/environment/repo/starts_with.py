@@ -1,0 +1,2 @@
+def starts_with(s, p):
+    return s[:len(p) - 1] == p

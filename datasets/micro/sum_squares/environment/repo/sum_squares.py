@@ -1,0 +1,2 @@
+def sum_squares(a, b):
+    return a * a - b * b

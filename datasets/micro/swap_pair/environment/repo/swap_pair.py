@@ -1,0 +1,3 @@
+def swap_pair(p):
+    a, b = p
+    return (a, b)

@@ -1,0 +1,2 @@
+def tail(xs, n):
+    return xs[n:]

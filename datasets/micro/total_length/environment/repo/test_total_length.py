@@ -1,0 +1,6 @@
+from total_length import total_length
+
+
+def test_total_length():
+    assert total_length(['ab', 'cde']) == 5
+    assert total_length([]) == 0

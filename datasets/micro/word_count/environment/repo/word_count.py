@@ -1,0 +1,2 @@
+def word_count(s):
+    return len(s)

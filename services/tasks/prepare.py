@@ -1,0 +1,226 @@
+"""Preparing tasks for the sandbox backend, validating them, and the preparation manifest.
+
+``prepare_tasks`` builds each task's scrubbed base (the local backend's cached lower layer,
+``<out>/bases/<task slug>/``), optionally validates it, and records everything in
+``<out>/manifest.json``:
+
+* ``source``: where the task and its workspace come from,
+* ``files`` / ``task_hash``: sha256 of every task file (and of all of them together),
+* ``base``: base dir, single commit id, tree id,
+* ``validation``: gold reward (must be 1), empty reward (must be 0), history problems (must be
+  none), reasons, timings,
+* ``excluded`` / ``reason``: tasks that failed to load, build or validate.
+
+Re-runs are idempotent: a task whose ``task_hash`` is unchanged, whose base still exists and
+(with ``--validate``) that was already validated is skipped (``--force`` redoes it).
+
+Validation uses any sandbox: ``factory(base_dir) -> Sandbox`` (awaitable). The dev default is
+``services.tasks.hostsandbox.host_sandbox_factory``; the sandbox manager's client plugs in here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from services.common.sandbox_api import Sandbox
+
+from .task import Dataset, Task, TaskError, combined_hash
+from .verifier import verify
+from .workspace import build_base, changed_blobs, check_history
+
+SandboxFactory = Callable[[Path], Awaitable[Sandbox]]
+MANIFEST_VERSION = 1
+
+
+@dataclass
+class Validation:
+    ok: bool
+    gold_reward: float | None = None
+    empty_reward: float | None = None
+    history_problems: list[str] | None = None
+    reasons: list[str] | None = None
+    seconds: float = 0.0
+    gold: dict | None = None
+    empty: dict | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "gold_reward": self.gold_reward, "empty_reward": self.empty_reward,
+                "history_problems": self.history_problems or [], "reasons": self.reasons or [],
+                "seconds": round(self.seconds, 3),
+                "gold_failed_tests": (self.gold or {}).get("failed_tests", {}),
+                "empty_failed_tests": (self.empty or {}).get("failed_tests", {})}
+
+
+async def run_gold_solution(sandbox: Sandbox, task: Task, timeout: float = 300) -> tuple[bool, str]:
+    """Harbor's oracle agent: upload solution/ to /solution and run solve.sh in /workspace."""
+    await sandbox.run("rm -rf /solution && mkdir -p /solution", timeout=60, cwd="/")
+    await sandbox.upload_dir(str(task.solution_dir), "/solution")
+    from .config import resolve_env
+    r = await sandbox.run("bash /solution/solve.sh", timeout=timeout, cwd="/workspace",
+                          env=resolve_env(task.config.solution.env))
+    return r.exit_code == 0 and not r.timed_out, r.output[-1000:]
+
+
+async def validate_task(task: Task, base_dir: Path, factory: SandboxFactory,
+                        verifier_timeout: float | None = None) -> Validation:
+    """Gold solution must score 1, the untouched workspace 0, and the workspace's git must hold
+    no commit but the base and no object of the solution or the hidden tests."""
+    t0 = time.monotonic()
+    reasons: list[str] = []
+    v = Validation(ok=False)
+    sb = await factory(base_dir)
+    try:
+        ok, out = await run_gold_solution(sb, task)
+        if not ok:
+            reasons.append(f"solve.sh failed: {out.strip()[-300:]}")
+        gold = await verify(sb, task, timeout=verifier_timeout)
+        v.gold, v.gold_reward = gold.to_dict(), gold.reward
+        if gold.reward != 1.0:
+            reasons.append(f"gold solution scored {gold.reward:g}: {gold.reason}")
+        forbidden = await changed_blobs(sb)
+    finally:
+        await sb.close()
+    sb = await factory(base_dir)
+    try:
+        v.history_problems = await check_history(sb, forbidden)
+        reasons += [f"history: {p}" for p in v.history_problems]
+        empty = await verify(sb, task, timeout=verifier_timeout)
+        v.empty, v.empty_reward = empty.to_dict(), empty.reward
+        if empty.reward != 0.0:
+            reasons.append(f"untouched workspace scored {empty.reward:g} (expected 0)")
+    finally:
+        await sb.close()
+    v.reasons, v.ok, v.seconds = reasons, not reasons, time.monotonic() - t0
+    return v
+
+
+# ------------------------------------------------------------------------------------------
+# manifest
+
+
+def load_manifest(out_dir: Path) -> dict[str, Any]:
+    p = out_dir / "manifest.json"
+    if p.exists():
+        try:
+            data = json.loads(p.read_text())
+            if data.get("version") == MANIFEST_VERSION:
+                return data
+        except (json.JSONDecodeError, AttributeError):
+            pass
+    return {"version": MANIFEST_VERSION, "tasks": {}}
+
+
+def save_manifest(out_dir: Path, manifest: dict[str, Any]) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    p = out_dir / "manifest.json"
+    tmp = p.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    tmp.replace(p)
+    return p
+
+
+def _source_of(task: Task) -> dict[str, Any]:
+    src = task.workspace_source()
+    info = {"task_dir": str(task.path), "source": task.config.source}
+    info.update({k: str(v) for k, v in src.items()})
+    return info
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    try:
+        from tqdm import tqdm
+        return tqdm(total=total, desc=desc, unit="task", disable=not enabled, dynamic_ncols=True)
+    except ImportError:  # pragma: no cover - tqdm is in the control venv
+        class _Null:
+            def update(self, n=1): ...
+            def set_postfix_str(self, s): ...
+            def close(self): ...
+        return _Null()
+
+
+async def prepare_tasks(tasks: list[Task], out_dir: Path, *, validate: bool = False,
+                        factory: SandboxFactory | None = None, jobs: int = 2, force: bool = False,
+                        load_errors: list[tuple[Path, str]] = (), progress: bool = True,
+                        verifier_timeout: float | None = None, dataset: str | None = None,
+                        log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Build (and validate) every task; update and return the manifest. See module docstring."""
+    out_dir = Path(out_dir)
+    bases = out_dir / "bases"
+    bases.mkdir(parents=True, exist_ok=True)
+    manifest = load_manifest(out_dir)
+    entries: dict[str, Any] = manifest["tasks"]
+    if validate and factory is None:
+        from .hostsandbox import host_sandbox_factory
+        factory = host_sandbox_factory
+
+    for path, reason in load_errors:
+        entries[f"invalid:{path}"] = {"path": str(path), "excluded": True, "reason": reason, "dataset": dataset}
+
+    sem = asyncio.Semaphore(max(1, jobs))
+    bar = _progress(len(tasks), "validate" if validate else "prepare", progress)
+    counts = {"cached": 0, "built": 0, "validated": 0, "excluded": 0}
+
+    async def one(task: Task) -> None:
+        async with sem:
+            files = task.file_hashes()
+            task_hash = combined_hash(files)
+            old = entries.get(task.slug, {})
+            base_dir = bases / task.slug
+            fresh = (not force and old.get("task_hash") == task_hash and base_dir.is_dir()
+                     and old.get("base", {}).get("commit") and (not validate or old.get("validation")))
+            if fresh:
+                counts["cached"] += 1
+                entry = old
+            else:
+                entry = {"name": task.name, "path": str(task.path), "dataset": dataset,
+                         "files": files, "task_hash": task_hash, "excluded": False, "reason": None}
+                try:
+                    entry["source"] = _source_of(task)
+                    entry["base"] = await asyncio.to_thread(build_base, task, base_dir)
+                    counts["built"] += 1
+                except (TaskError, RuntimeError, OSError) as e:
+                    entry.update(excluded=True, reason=f"base build failed: {e}")
+                if validate and not entry["excluded"]:
+                    try:
+                        val = await validate_task(task, base_dir, factory, verifier_timeout)
+                        entry["validation"] = val.to_dict()
+                        counts["validated"] += 1
+                        if not val.ok:
+                            entry.update(excluded=True, reason="; ".join(val.reasons or []))
+                    except Exception as e:  # noqa: BLE001 - one broken task never stops the run
+                        entry.update(excluded=True, reason=f"validation crashed: {type(e).__name__}: {e}")
+                entries[task.slug] = entry
+            if entry.get("excluded"):
+                counts["excluded"] += 1
+            bar.update(1)
+
+    try:
+        await asyncio.gather(*(one(t) for t in tasks))
+    finally:
+        bar.close()
+        manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        save_manifest(out_dir, manifest)
+
+    excluded = [(k, e) for k, e in entries.items() if e.get("excluded") and
+                (e.get("dataset") == dataset or dataset is None)]
+    for key, e in excluded:
+        log(f"EXCLUDED {e.get('name', key)}: {e.get('reason')}")
+    log(f"{len(tasks)} task(s): {counts['built']} built, {counts['cached']} cached, "
+        f"{counts['validated']} validated, {counts['excluded']} excluded -> {out_dir / 'manifest.json'}")
+    return manifest
+
+
+def usable_tasks(manifest: dict[str, Any], dataset: str | None = None) -> list[dict[str, Any]]:
+    """Manifest entries that were built (and, when validated, passed)."""
+    return [e for e in manifest["tasks"].values()
+            if not e.get("excluded") and e.get("base") and (dataset is None or e.get("dataset") == dataset)]
+
+
+def dataset_tasks(ds: Dataset) -> tuple[list[Task], list[tuple[Path, str]]]:
+    return ds.tasks, ds.errors

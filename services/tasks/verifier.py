@@ -1,0 +1,187 @@
+"""The verifier: Harbor's flow, against any ``services.common.sandbox_api.Sandbox``.
+
+Call :func:`verify` only after the agent finished. It
+
+1. deletes ``/logs/verifier`` and ``/tests`` (so nothing the agent wrote there counts),
+2. uploads the task's ``tests/`` to ``/tests``,
+3. runs ``bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1`` in ``/workspace`` with the
+   task's ``[verifier].env`` under the verifier timeout (``[verifier].timeout_sec``),
+4. reads ``/logs/verifier/reward.json`` (flat ``{"name": number}``, preferred) or ``reward.txt``
+   (one number). **The exit code of test.sh is not the reward.**
+5. reads ``/logs/verifier/report.json`` when the task wrote one (SWE-style tasks, see
+   ``services.tasks.grading``) to say which tests failed.
+
+Nothing here raises for a bad task or a bad sandbox: every failure becomes reward 0 with an
+``error`` class (Harbor's names where Harbor has one) and a human ``reason``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import shlex
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from services.common.sandbox_api import Sandbox
+
+from .config import resolve_env
+from .task import Task
+
+VERIFIER_DIR = "/logs/verifier"
+TESTS_DIR = "/tests"
+SANDBOX_GRACE_S = 30.0  # extra time we give the sandbox itself before calling it hung
+
+
+@dataclass
+class VerifyResult:
+    reward: float
+    rewards: dict[str, float] = field(default_factory=dict)
+    error: str | None = None          # e.g. RewardFileNotFoundError, VerifierTimeoutError
+    reason: str | None = None         # why the reward is what it is (always set when reward < 1)
+    failed_tests: dict[str, str] = field(default_factory=dict)  # test id -> status (report.json)
+    report: dict[str, Any] | None = None
+    exit_code: int | None = None      # of test.sh (informational only)
+    timed_out: bool = False
+    duration_s: float = 0.0
+    output_tail: str = ""             # end of test-stdout.txt
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class RewardError(ValueError):
+    def __init__(self, kind: str, message: str):
+        self.kind = kind
+        super().__init__(message)
+
+
+def parse_reward_json(text: str) -> dict[str, float]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RewardError("VerifierOutputParseError", f"reward.json is not valid JSON: {e}") from None
+    if not isinstance(data, dict) or not data:
+        raise RewardError("VerifierOutputParseError", "reward.json must be a non-empty flat object {name: number}")
+    out = {}
+    for k, v in data.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise RewardError("VerifierOutputParseError", f"reward.json: value of {k!r} is not a finite number: {v!r}")
+        out[str(k)] = float(v)
+    return out
+
+
+def parse_reward_txt(text: str) -> dict[str, float]:
+    s = text.strip()
+    if not s:
+        raise RewardError("RewardFileEmptyError", "reward.txt is empty")
+    try:
+        v = float(s)
+    except ValueError:
+        raise RewardError("VerifierOutputParseError", f"reward.txt is not a number: {s[:80]!r}") from None
+    if not math.isfinite(v):
+        raise RewardError("VerifierOutputParseError", f"reward.txt is not finite: {s!r}")
+    return {"reward": v}
+
+
+def scalar_reward(rewards: dict[str, float]) -> float:
+    """The training reward: ``reward`` when present, else the mean of all values."""
+    if "reward" in rewards:
+        return rewards["reward"]
+    return sum(rewards.values()) / len(rewards)
+
+
+def failed_tests_of(report: Any) -> dict[str, str]:
+    if not isinstance(report, dict):
+        return {}
+    ft = report.get("failed_tests")
+    if isinstance(ft, dict):
+        return {str(k): str(v) for k, v in ft.items()}
+    if isinstance(ft, list):
+        return {str(t): "FAILED" for t in ft}
+    out = {}
+    for group in (report.get("tests_status") or {}).values():
+        if isinstance(group, dict):
+            for t in group.get("failure", []) or []:
+                out[str(t)] = "FAILED"
+    return out
+
+
+async def _exists(sandbox: Sandbox, path: str) -> bool:
+    r = await sandbox.run(f"test -f {shlex.quote(path)}", timeout=30, cwd="/")
+    return r.exit_code == 0
+
+
+async def _read(sandbox: Sandbox, path: str, limit: int = 1_000_000) -> str:
+    text = await sandbox.read_file(path)
+    return text[:limit]
+
+
+async def verify(sandbox: Sandbox, task: Task, timeout: float | None = None,
+                 host_env: dict[str, str] | None = None) -> VerifyResult:
+    """Grade the sandbox's current workspace with the task's tests (see module docstring)."""
+    t_limit = float(timeout if timeout is not None else task.verifier_timeout)
+    try:
+        return await asyncio.wait_for(_verify(sandbox, task, t_limit, host_env), t_limit + 2 * SANDBOX_GRACE_S)
+    except asyncio.TimeoutError:
+        return VerifyResult(0.0, error="VerifierTimeoutError", timed_out=True,
+                            reason=f"the sandbox did not return within {t_limit + 2 * SANDBOX_GRACE_S:.0f}s")
+    except Exception as e:  # noqa: BLE001 - a verifier never crashes the caller
+        return VerifyResult(0.0, error="SandboxError", reason=f"{type(e).__name__}: {e}")
+
+
+async def _verify(sandbox: Sandbox, task: Task, t_limit: float, host_env: dict[str, str] | None) -> VerifyResult:
+    prep = await sandbox.run(f"rm -rf {TESTS_DIR} {VERIFIER_DIR} && mkdir -p {TESTS_DIR} {VERIFIER_DIR}",
+                             timeout=60, cwd="/")
+    if prep.exit_code != 0:
+        return VerifyResult(0.0, error="SandboxError", reason=f"could not reset {VERIFIER_DIR}: {prep.output[-500:]}")
+    await sandbox.upload_dir(str(task.tests_dir), TESTS_DIR)
+
+    env = resolve_env(task.config.verifier.env, host_env)
+    res = await sandbox.run(f"chmod +x {TESTS_DIR}/test.sh; bash {TESTS_DIR}/test.sh > {VERIFIER_DIR}/test-stdout.txt 2>&1",
+                            timeout=t_limit, cwd="/workspace", env=env)
+    result = VerifyResult(0.0, exit_code=None if res.timed_out else res.exit_code,
+                          timed_out=res.timed_out, duration_s=res.duration_s)
+    stdout_path = f"{VERIFIER_DIR}/test-stdout.txt"
+    try:
+        if await _exists(sandbox, stdout_path):
+            result.output_tail = (await _read(sandbox, stdout_path))[-4000:]
+    except Exception:  # noqa: BLE001 - the log is informational
+        pass
+
+    if res.timed_out:
+        result.error = "VerifierTimeoutError"
+        result.reason = f"test.sh did not finish within {t_limit:g}s (verifier timeout)"
+        return result
+
+    report_path = f"{VERIFIER_DIR}/report.json"
+    if await _exists(sandbox, report_path):
+        try:
+            result.report = json.loads(await _read(sandbox, report_path))
+            result.failed_tests = failed_tests_of(result.report)
+        except (json.JSONDecodeError, ValueError):
+            result.report = None
+
+    try:
+        if await _exists(sandbox, f"{VERIFIER_DIR}/reward.json"):
+            rewards = parse_reward_json(await _read(sandbox, f"{VERIFIER_DIR}/reward.json"))
+        elif await _exists(sandbox, f"{VERIFIER_DIR}/reward.txt"):
+            rewards = parse_reward_txt(await _read(sandbox, f"{VERIFIER_DIR}/reward.txt"))
+        else:
+            raise RewardError("RewardFileNotFoundError",
+                              f"test.sh exited {res.exit_code} without writing {VERIFIER_DIR}/reward.json or reward.txt")
+    except RewardError as e:
+        result.error, result.reason = e.kind, str(e)
+        return result
+
+    result.rewards = rewards
+    result.reward = scalar_reward(rewards)
+    if result.reward < 1.0:
+        if isinstance(result.report, dict) and result.report.get("reason"):
+            result.reason = str(result.report["reason"])
+        elif result.failed_tests:
+            result.reason = f"failing tests: {', '.join(list(result.failed_tests)[:10])}"
+        else:
+            result.reason = f"test.sh wrote reward {result.reward:g} (exit code {res.exit_code})"
+    return result
