@@ -1,4 +1,4 @@
-"""python -m services.models {make-tiny, register, info}: the embedded default model, offline."""
+"""python -m services.models {make-tiny, register, info, cookbook}: the embedded default model, offline."""
 
 from __future__ import annotations
 
@@ -53,6 +53,13 @@ def _cmd_info(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_cookbook(a: argparse.Namespace) -> int:
+    from .cookbook_compat import run_module
+
+    run_module(a.module, a.args)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m services.models", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -87,6 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("model", help="directory or registered id")
     i.add_argument("--hf-home", help="HF_HOME to look ids up in")
     i.set_defaults(func=_cmd_info)
+
+    c = sub.add_parser("cookbook", help="run a tinker-cookbook module with local/* models known to its registry",
+                       description="Install services.models.cookbook_compat (the cookbook's model registry learns "
+                                   "the 'local' org: renderer qwen3_instruct) and run MODULE as __main__ with ARGS, "
+                                   "e.g. `cookbook tinker_cookbook.recipes.rl_loop model_name=local/qwen3-tiny-xs`.")
+    c.add_argument("module", help="python module to run, e.g. tinker_cookbook.recipes.rl_loop")
+    c.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the module")
+    c.set_defaults(func=_cmd_cookbook)
     return p
 
 

@@ -123,3 +123,20 @@ def test_cli_help():
     out = subprocess.run([sys.executable, "-m", "services.models", "make-tiny", "--help"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0 and "--vocab" in out.stdout and "--size" in out.stdout
+
+
+def test_cookbook_registry_learns_local_org(hf_home, monkeypatch):
+    from tinker_cookbook import model_info
+
+    from services.models import cookbook_compat
+
+    monkeypatch.setattr(model_info, "get_model_attributes", model_info.get_model_attributes)  # undone after
+    monkeypatch.setenv("HF_HUB_CACHE", str(Path(hf_home) / "hub"))
+    with pytest.raises(Exception):
+        model_info.get_recommended_renderer_name(MODEL_ID)  # the cookbook alone: unknown org
+    cookbook_compat.install()
+    cookbook_compat.install()  # idempotent
+    assert model_info.get_recommended_renderer_name(MODEL_ID) == "qwen3_instruct"
+    assert model_info.get_recommended_renderer_name(MODEL_ID + ":ckpt") == "qwen3_instruct"
+    assert model_info.get_model_attributes(MODEL_ID).size_str == "xs"
+    assert model_info.get_recommended_renderer_name("Qwen/Qwen3-4B-Instruct-2507") == "qwen3_instruct"
