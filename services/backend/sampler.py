@@ -84,11 +84,13 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> None:
         mask[r, L - len(p):] = 1
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
+    # Without left padding the attention mask is plain causal: let the model take its fast path.
+    padded = any(len(p) != L for p in prompts)
     from transformers import DynamicCache
 
     cache = DynamicCache()
-    out = module(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
-                 logits_to_keep=0 if need_all_logits else 1)
+    out = module(input_ids=ids, attention_mask=mask if padded else None, position_ids=pos if padded else None,
+                 past_key_values=cache, use_cache=True, logits_to_keep=0 if need_all_logits else 1)
     logits = out.logits
     last = logits[:, -1, :].float()
 
@@ -172,9 +174,11 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> None:
             next_pos = next_pos.index_select(0, kt)
             new_tokens = toks.index_select(0, torch.tensor(keep))
             active = [active[b] for b in keep]
-        mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
-        out = module(input_ids=new_tokens.view(-1, 1).to(device), attention_mask=mask, position_ids=next_pos.view(-1, 1),
-                     past_key_values=cache, use_cache=True, logits_to_keep=1)
+        if padded:
+            mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
+        out = module(input_ids=new_tokens.view(-1, 1).to(device), attention_mask=mask if padded else None,
+                     position_ids=next_pos.view(-1, 1) if padded else None, past_key_values=cache, use_cache=True,
+                     logits_to_keep=1)
         cur_logits = out.logits[:, -1, :].float()
         next_pos = next_pos + 1
 
@@ -187,7 +191,7 @@ def _pick(logits: torch.Tensor, temps, topks, topps, gens) -> tuple[torch.Tensor
     logits = logits.cpu()
     logp = torch.log_softmax(logits, -1)
     greedy = (temps <= 0) | (topks == 1)
-    scaled = logits / temps.clamp(min=1e-6)[:, None]
+    scaled = logits if bool((temps == 1.0).all()) else logits / temps.clamp(min=1e-6)[:, None]
     if bool((topks > 1).any()):
         k = int(topks.max())
         kth = torch.topk(scaled, k=min(k, scaled.shape[-1]), dim=-1).values
@@ -195,7 +199,7 @@ def _pick(logits: torch.Tensor, temps, topks, topps, gens) -> tuple[torch.Tensor
         thresh = kth.gather(-1, idx.clamp(max=kth.shape[-1] - 1))
         use = (topks > 1)[:, None]
         scaled = torch.where(use & (scaled < thresh), torch.full_like(scaled, float("-inf")), scaled)
-    probs = torch.softmax(scaled, -1)
+    probs = logp.exp() if scaled is logits else torch.softmax(scaled, -1)
     if bool((topps < 1.0).any()):
         sp, si = torch.sort(probs, descending=True, dim=-1)
         cum = sp.cumsum(-1)
