@@ -107,7 +107,7 @@ def write_swe_task(dest: Path, *, name: str, instruction: str, gold_patch: str,
                    test_cmd: list[str], repo_dir: Path | None = None, repo_git: tuple[Path, str] | None = None,
                    test_env: dict[str, str] | None = None, remove_files: list[str] = (),
                    record: dict[str, Any] | None = None, description: str = "", source: str | None = None,
-                   tags: list[str] = (), metadata: dict[str, Any] | None = None,
+                   tags: list[str] = (), metadata: dict[str, Any] | None = None, difficulty: str = "easy",
                    verifier_timeout: float = 120, test_timeout: float | None = None,
                    extra_solution_files: dict[str, str] | None = None) -> Path:
     """Write one SWE-style Harbor task (see module docstring); replaces ``dest``."""
@@ -124,7 +124,7 @@ def write_swe_task(dest: Path, *, name: str, instruction: str, gold_patch: str,
 
     (dest / "instruction.md").write_text(instruction.rstrip() + "\n")
     (dest / "task.toml").write_text(task_toml(name, description=description, source=source, tags=list(tags),
-                                              metadata=metadata, verifier_timeout=verifier_timeout))
+                                              metadata=metadata, difficulty=difficulty, verifier_timeout=verifier_timeout))
     (dest / "environment" / "Dockerfile").write_text(DOCKERFILE)
     if repo_dir is not None:
         shutil.copytree(repo_dir, dest / "environment" / "repo", symlinks=True,

@@ -1,0 +1,131 @@
+"""Command line of ``prepare_sandbox.py`` (also ``python -m services.tasks``).
+
+    prepare_sandbox.py [TARGET ...] [--validate] [--out DIR] [--jobs N] [--force] [--split NAME]
+        TARGET: micro (default) | real | a task dir | a folder of tasks | a manifest.json
+        Builds each task's scrubbed workspace base (the local backend's cached lower layer) under
+        <out>/bases/, and with --validate proves gold = 1, empty = 0 and no git history leak.
+        Writes <out>/manifest.json (sources, file hashes, bases, validation results).
+    prepare_sandbox.py synth --repo DIR --out DIR --src PKG --tests PATH [...]
+        Synthesise SWE-style tasks from any local Python repository.
+    prepare_sandbox.py write-micro [--dest datasets/micro]
+        Regenerate the micro task set from services/tasks/micro.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import sys
+from pathlib import Path
+
+from services.common.paths import DATASETS_DIR, REPO_ROOT
+
+DEFAULT_OUT = REPO_ROOT / "sandbox-preparation"
+
+
+def _factory(spec: str):
+    """``host`` (dev fallback, no isolation) or ``module:callable`` returning an awaitable Sandbox."""
+    if spec == "host":
+        from .hostsandbox import host_sandbox_factory
+        return host_sandbox_factory
+    mod, _, attr = spec.partition(":")
+    if not attr:
+        raise SystemExit(f"--sandbox must be 'host' or 'module:callable', got {spec!r}")
+    return getattr(importlib.import_module(mod), attr)
+
+
+def cmd_prepare(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="prepare_sandbox.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("targets", nargs="*", default=["micro"], help="micro | real | task dir | folder | manifest")
+    ap.add_argument("--validate", action="store_true", help="prove gold=1, empty=0, scrubbed history")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="preparation dir (default: %(default)s)")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel validations (default: %(default)s)")
+    ap.add_argument("--force", action="store_true", help="rebuild / revalidate even if up to date")
+    ap.add_argument("--split", help="only this split of a manifest (e.g. train, heldout)")
+    ap.add_argument("--only", action="append", help="real: only these packages (repeatable)")
+    ap.add_argument("--backend", default="local", choices=["local", "docker"])
+    ap.add_argument("--sandbox", default="host",
+                    help="sandbox for --validate: 'host' (dev fallback, NO isolation) or module:callable")
+    ap.add_argument("--verifier-timeout", type=float, help="override [verifier].timeout_sec")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when any task is excluded")
+    ap.add_argument("--no-progress", action="store_true")
+    a = ap.parse_args(argv)
+    if a.backend == "docker":
+        print("prepare_sandbox.py: --backend docker is not implemented yet; every task ships "
+              "environment/Dockerfile (context: the scrubbed base as repo/).", file=sys.stderr)
+        return 2
+
+    from .prepare import prepare_tasks
+    from .task import load_dataset
+
+    factory = _factory(a.sandbox) if a.validate else None
+    excluded = 0
+    for target in a.targets:
+        if target == "micro":
+            path, name = DATASETS_DIR / "micro", "micro"
+        elif target == "real":
+            from .real import build_real
+            path, name = build_real(a.out, only=a.only, force=a.force), "real"
+        else:
+            path, name = Path(target), Path(target).stem
+        ds = load_dataset(path, split=a.split)
+        for p, reason in ds.errors:
+            print(f"INVALID {p}: {reason}")
+        manifest = asyncio.run(prepare_tasks(
+            ds.tasks, a.out, validate=a.validate, factory=factory, jobs=a.jobs, force=a.force,
+            load_errors=ds.errors, progress=not a.no_progress, verifier_timeout=a.verifier_timeout,
+            dataset=name))
+        excluded += sum(1 for e in manifest["tasks"].values() if e.get("excluded") and e.get("dataset") == name)
+    return 1 if (a.strict and excluded) else 0
+
+
+def cmd_synth(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="prepare_sandbox.py synth",
+                                 description="Synthesise SWE-style tasks from a local Python repo "
+                                             "(its tests run on the host).")
+    ap.add_argument("--repo", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True, help="folder for the task dirs")
+    ap.add_argument("--src", action="append", required=True, help="package dir/file to mutate (repeatable)")
+    ap.add_argument("--tests", action="append", required=True, help="test file/dir (repeatable)")
+    ap.add_argument("--pythonpath", default=".", help="PYTHONPATH relative to the repo root")
+    ap.add_argument("--n", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--org", default="synth")
+    ap.add_argument("--package", help="name used in task names and instructions (default: repo dir name)")
+    ap.add_argument("--max-f2p", type=int, default=20)
+    ap.add_argument("--p2p", type=int, default=10)
+    ap.add_argument("--validate", action="store_true", help="also prepare + validate into --prep-out")
+    ap.add_argument("--prep-out", type=Path, default=DEFAULT_OUT)
+    a = ap.parse_args(argv)
+    from .synth import synthesize
+    res = synthesize(a.repo, a.out, src=a.src, tests=a.tests, pythonpath=a.pythonpath, n=a.n, seed=a.seed,
+                     org=a.org, package=a.package, max_f2p=a.max_f2p, n_p2p=a.p2p)
+    print(f"{len(res.tasks)} task(s) written to {a.out} (tried {res.tried} mutations, rejected {res.rejected})")
+    if a.validate and res.tasks:
+        return cmd_prepare([str(a.out), "--validate", "--out", str(a.prep_out)])
+    return 0 if res.tasks else 1
+
+
+def cmd_write_micro(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="prepare_sandbox.py write-micro")
+    ap.add_argument("--dest", type=Path, default=DATASETS_DIR / "micro")
+    a = ap.parse_args(argv)
+    from .micro import SPECS, write_micro_dataset
+    write_micro_dataset(a.dest)
+    print(f"{len(SPECS)} micro tasks written to {a.dest}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "synth":
+        return cmd_synth(argv[1:])
+    if argv and argv[0] == "write-micro":
+        return cmd_write_micro(argv[1:])
+    return cmd_prepare(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
