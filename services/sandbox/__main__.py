@@ -6,9 +6,12 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Any
+
+import uvicorn
 
 from . import config as sbconfig
 
@@ -56,8 +59,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def serve(role: str, cfg: dict[str, Any], backend_name: str, host: str, port: int) -> None:
-    import uvicorn
-
     from .backends import make_backend
     log = logging.getLogger(f"sandbox-{role}")
     cfg = dict(cfg)
@@ -93,11 +94,27 @@ async def serve(role: str, cfg: dict[str, Any], backend_name: str, host: str, po
             log.info("sandbox %s stopped", role)
 
     app.router.lifespan_context = lifespan
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
-                                           lifespan="on", timeout_graceful_shutdown=5))
+    server = _Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                                    lifespan="on", timeout_graceful_shutdown=5))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, server.request_exit)
     await server.serve()
     if not server.started:
         raise RuntimeError(f"sandbox {role} did not start (see the log above)")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn re-raises SIGINT/SIGTERM after a graceful shutdown (the process then dies of the
+    signal); we handle them ourselves so a requested stop exits with status 0."""
+
+    def capture_signals(self):
+        return contextlib.nullcontext()
+
+    def request_exit(self) -> None:
+        if self.should_exit:
+            self.force_exit = True
+        self.should_exit = True
 
 
 if __name__ == "__main__":

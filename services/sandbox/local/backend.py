@@ -114,6 +114,9 @@ class LocalBackend(Backend):
         self.root.mkdir(parents=True, exist_ok=True)
         for p in (self.root, self.root.parent, self.root.parent.parent):
             os.chmod(p, 0o755)   # the sandbox uid must traverse to the bind sources
+        if self.real_root and not jail._traversable(str(self.root)):
+            raise SandboxError(f"state dir {self.root} must be searchable (o+x on every parent) by the sandbox "
+                               f"uid {self.uid}: bubblewrap opens its bind sources as that uid")
         self._lock_fd = os.open(self.root / "worker.lock", os.O_CREAT | os.O_RDWR, 0o644)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -104,6 +104,7 @@ def bwrap_argv(layout: HostLayout, merged: Path, scratch: Path, scratch_dirs, cw
     """``privileged_userns``: we are uid 0 (in our own user namespace) and cannot switch to a
     sandbox uid, so bwrap must drop every capability itself."""
     a = [BWRAP, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+         "--as-pid-1",
          "--hostname", "sandbox", "--clearenv"]
     if privileged_userns:
         a += ["--cap-drop", "ALL"]
