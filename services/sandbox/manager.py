@@ -21,6 +21,7 @@ from typing import Any
 from .backends.base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
 from .errors import BadRequest, Conflict, NotFound, Unavailable
 from .limits import Limits
+from .paths import session_name
 from .store import SandboxRecord, Store
 
 log = logging.getLogger(__name__)
@@ -221,18 +222,18 @@ class SandboxManager:
     async def create_session(self, sandbox_id: str, session: str, env: dict[str, str] | None,
                              startup_source: list[str] | None) -> str:
         async with self.using(sandbox_id):
-            return await self.backend.create_session(sandbox_id, session, env, startup_source)
+            return await self.backend.create_session(sandbox_id, session_name(session), env, startup_source)
 
     async def run_in_session(self, sandbox_id: str, session: str, command: str, timeout: float,
                              max_output: int) -> SessionOutput:
         if timeout <= 0:
             raise BadRequest("timeout must be > 0")
         async with self.using(sandbox_id):
-            return await self.backend.run_in_session(sandbox_id, session, command, timeout, max_output)
+            return await self.backend.run_in_session(sandbox_id, session_name(session), command, timeout, max_output)
 
     async def close_session(self, sandbox_id: str, session: str) -> None:
         async with self.using(sandbox_id):
-            await self.backend.close_session(sandbox_id, session)
+            await self.backend.close_session(sandbox_id, session_name(session))
 
     async def read_file(self, sandbox_id: str, path: str, max_bytes: int) -> bytes:
         async with self.using(sandbox_id):

@@ -25,3 +25,10 @@ def sandbox_path(path: str, cwd: str = WORKSPACE) -> str:
         raise BadRequest("path too long")
     full = path if path.startswith("/") else posixpath.join(cwd, path)
     return posixpath.normpath(full)
+
+
+def session_name(name: str) -> str:
+    """Session names become file and cgroup names: letters, digits, '-', '_', '.' only."""
+    if not name or len(name) > 64 or name.startswith(".") or not all(c.isalnum() or c in "-_." for c in name):
+        raise BadRequest(f"invalid session name {name!r} (1-64 of letters, digits, '-', '_', '.')")
+    return name

@@ -82,12 +82,12 @@ def write_config(tmp: Path, port: int, worker_name: str, **overrides) -> Path:
 
 
 def start_admin(tmp: Path, worker_name: str, role: str = "admin", port: int | None = None, config: Path | None = None,
-                **overrides) -> Admin:
+                extra_args: list[str] | None = None, **overrides) -> Admin:
     port = port or free_port()
     config = config or write_config(tmp, port, worker_name, **overrides)
-    log = tmp / f"{role}-stdout.log"
+    log = tmp / f"{role}-{port}-stdout.log"
     proc = subprocess.Popen([sys.executable, "-m", "services.sandbox", role, "--config", str(config),
-                             "--port", str(port)], cwd=REPO, stdout=open(log, "ab"), stderr=subprocess.STDOUT)
+                             "--port", str(port), *(extra_args or [])], cwd=REPO, stdout=open(log, "ab"), stderr=subprocess.STDOUT)
     cfg = yaml.safe_load(config.read_text())
     admin = Admin(f"http://127.0.0.1:{port}", cfg["auth"]["key"], port, Path(cfg["state_dir"]), worker_name, config,
                   proc, log)

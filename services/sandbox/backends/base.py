@@ -172,6 +172,5 @@ class Backend(abc.ABC):
 
 
 def _session_dir(session: str) -> str:
-    if not session.replace("-", "").replace("_", "").replace(".", "").isalnum():
-        raise BadRequest(f"invalid session name {session!r} (letters, digits, '-', '_', '.')")
-    return f"/tmp/.lts-sessions/{session}"
+    from ..paths import session_name
+    return f"/tmp/.lts-sessions/{session_name(session)}"
