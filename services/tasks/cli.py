@@ -24,14 +24,30 @@ from services.common.paths import DATASETS_DIR, REPO_ROOT
 DEFAULT_OUT = REPO_ROOT / "sandbox-preparation"
 
 
+def _manager_factory():
+    """Sandboxes from the sandbox manager (services.sandbox; config/harbor.yaml ``sandbox:``)."""
+    from services.sandbox.client import SandboxManagerClient
+    clients: dict = {}
+
+    async def factory(base_dir):
+        loop = asyncio.get_running_loop()  # one HTTP client per event loop (one per target)
+        if loop not in clients:
+            clients[loop] = SandboxManagerClient.from_config()
+        return await clients[loop].create(base_dir)
+    return factory
+
+
 def _factory(spec: str):
-    """``host`` (dev fallback, no isolation) or ``module:callable`` returning an awaitable Sandbox."""
+    """``host`` (dev fallback, no isolation), ``manager`` (the sandbox manager) or
+    ``module:callable`` (an async callable: base_dir -> Sandbox)."""
     if spec == "host":
         from .hostsandbox import host_sandbox_factory
         return host_sandbox_factory
+    if spec == "manager":
+        return _manager_factory()
     mod, _, attr = spec.partition(":")
     if not attr:
-        raise SystemExit(f"--sandbox must be 'host' or 'module:callable', got {spec!r}")
+        raise SystemExit(f"--sandbox must be 'host', 'manager' or 'module:callable', got {spec!r}")
     return getattr(importlib.import_module(mod), attr)
 
 
@@ -47,7 +63,8 @@ def cmd_prepare(argv: list[str]) -> int:
     ap.add_argument("--only", action="append", help="real: only these packages (repeatable)")
     ap.add_argument("--backend", default="local", choices=["local", "docker"])
     ap.add_argument("--sandbox", default="host",
-                    help="sandbox for --validate: 'host' (dev fallback, NO isolation) or module:callable")
+                    help="sandbox for --validate: 'host' (dev fallback, NO isolation), 'manager' "
+                         "(services.sandbox, untested here) or module:callable")
     ap.add_argument("--verifier-timeout", type=float, help="override [verifier].timeout_sec")
     ap.add_argument("--strict", action="store_true", help="exit 1 when any task is excluded")
     ap.add_argument("--no-progress", action="store_true")

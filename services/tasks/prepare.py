@@ -30,7 +30,8 @@ from typing import Any, Awaitable, Callable
 
 from services.common.sandbox_api import Sandbox
 
-from .task import Dataset, Task, TaskError, combined_hash
+from .config import resolve_env
+from .task import Task, TaskError, combined_hash
 from .verifier import verify
 from .workspace import build_base, changed_blobs, check_history
 
@@ -61,7 +62,6 @@ async def run_gold_solution(sandbox: Sandbox, task: Task, timeout: float = 300) 
     """Harbor's oracle agent: upload solution/ to /solution and run solve.sh in /workspace."""
     await sandbox.run("rm -rf /solution && mkdir -p /solution", timeout=60, cwd="/")
     await sandbox.upload_dir(str(task.solution_dir), "/solution")
-    from .config import resolve_env
     r = await sandbox.run("bash /solution/solve.sh", timeout=timeout, cwd="/workspace",
                           env=resolve_env(task.config.solution.env))
     return r.exit_code == 0 and not r.timed_out, r.output[-1000:]
@@ -221,6 +221,3 @@ def usable_tasks(manifest: dict[str, Any], dataset: str | None = None) -> list[d
     return [e for e in manifest["tasks"].values()
             if not e.get("excluded") and e.get("base") and (dataset is None or e.get("dataset") == dataset)]
 
-
-def dataset_tasks(ds: Dataset) -> tuple[list[Task], list[tuple[Path, str]]]:
-    return ds.tasks, ds.errors
