@@ -1,0 +1,170 @@
+"""The SWE agent in one class: render the conversation with the model's chat template, sample,
+parse tool calls, run them in the sandbox, repeat until submit or a budget runs out.
+
+Token-exactness: the agent keeps the token sequence itself. Each turn appends exactly the
+sampled tokens, then the tokens of the tool-response turn, so turn k+1's prompt always starts
+with turn k's prompt + sampled tokens (what the chat template would render for the same
+messages; tests check both). Only eliding old observations rewrites the prompt, which starts
+a new training segment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from services.common.sandbox_api import Sandbox
+
+from .budgets import Budgets
+from .parser import parse_tool_calls
+from .tools import ToolBox
+from .trajectory import Segment, Trajectory, Turn
+
+SYSTEM_PROMPT = ("You are a software engineer fixing a bug in the repository at /workspace. "
+                 "Use the tools to inspect the code, edit it, and call submit when the tests pass.")
+ELIDED = "[older observation elided]"
+NO_CALL = "No tool call found. Call a tool with <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>."
+
+
+@dataclass
+class SampleOut:
+    tokens: list[int]
+    logprobs: list[float]
+    stop_reason: str  # "stop" | "length"
+
+
+class Policy(Protocol):
+    async def sample(self, prompt: list[int], max_tokens: int) -> SampleOut: ...
+
+
+class TinkerPolicy:
+    """Samples through an official tinker SamplingClient (one sequence per call)."""
+
+    def __init__(self, sampling_client, stop_token_ids: list[int], temperature: float = 1.0, top_p: float = 1.0):
+        self.client = sampling_client
+        self.stop = list(stop_token_ids)
+        self.temperature, self.top_p = temperature, top_p
+
+    async def sample(self, prompt: list[int], max_tokens: int) -> SampleOut:
+        from tinker import types
+
+        res = await self.client.sample(types.ModelInput.from_ints(prompt), 1,
+                                       types.SamplingParams(max_tokens=max_tokens, temperature=self.temperature,
+                                                            top_p=self.top_p, stop=self.stop))
+        s = res.sequences[0]
+        return SampleOut(list(s.tokens), list(s.logprobs or []), s.stop_reason)
+
+
+def truncate_observation(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head, tail = int(limit * 0.75), limit - int(limit * 0.75)
+    return f"{text[:head]}\n[... {len(text) - limit} characters elided ...]\n{text[-tail:]}"
+
+
+class SWEAgent:
+    def __init__(self, policy: Policy, tokenizer, budgets: Budgets | None = None, tools: list[str] | None = None,
+                 system_prompt: str = SYSTEM_PROMPT, test_command: str = "python -m pytest -q -x -p no:cacheprovider"):
+        self.policy = policy
+        self.tok = tokenizer
+        self.budgets = budgets or Budgets()
+        self.tool_names = tools
+        self.system_prompt = system_prompt
+        self.test_command = test_command
+        self.eos_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+    # ---- rendering
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
+        out = self.tok.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True)
+        ids = out["input_ids"] if hasattr(out, "keys") else out
+        return list(ids)
+
+    def observation_tokens(self, observations: list[str]) -> list[int]:
+        """Tokens of the tool-response user turn that follows an assistant turn's <|im_end|>."""
+        body = "".join(f"\n<tool_response>\n{o}\n</tool_response>" for o in observations)
+        return list(self.tok.encode(f"\n<|im_start|>user{body}<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False))
+
+    # ---- the loop
+    async def run(self, instruction: str, sandbox: Sandbox, task_id: str = "") -> Trajectory:
+        b = self.budgets
+        tb = ToolBox(sandbox, self.tool_names, b.command_timeout_s, b.max_observation_chars, self.test_command)
+        tools = tb.schemas()
+        traj = Trajectory(task_id=task_id, instruction=instruction)
+        traj.messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": instruction}]
+        seg = Segment()
+        seg.extend(self.render(traj.messages, tools), sampled=False)
+        traj.segments.append(seg)
+        t0 = time.time()
+        n_obs_total = 0
+        try:
+            for turn_i in range(b.max_turns):
+                if time.time() - t0 > b.trajectory_timeout_s:
+                    traj.stop_reason = "timeout"
+                    break
+                room = min(b.max_output_tokens, b.max_context - len(seg.tokens))
+                if len(seg.tokens) > b.max_input_tokens or room < 1:
+                    traj.stop_reason, traj.masked = "context_overflow", b.mask_overflow
+                    break
+                ts = time.time()
+                remaining = b.trajectory_timeout_s - (ts - t0)
+                out = await asyncio.wait_for(self.policy.sample(seg.tokens, room), timeout=max(remaining, 1.0))
+                sample_s = time.time() - ts
+                turn = Turn(index=turn_i, segment=len(traj.segments) - 1, prompt_len=len(seg.tokens),
+                            sampled_tokens=out.tokens, logprobs=out.logprobs, stop_reason=out.stop_reason, text="",
+                            sample_s=sample_s)
+                seg.extend(out.tokens, sampled=True, logprobs=out.logprobs)
+                body = out.tokens
+                if body and body[-1] == self.eos_id:
+                    body = body[:-1]
+                else:
+                    seg.extend([self.eos_id], sampled=False)
+                    turn.appended_eos = True
+                turn.text = self.tok.decode(body, skip_special_tokens=False)
+                traj.turns.append(turn)
+                traj.messages.append({"role": "assistant", "content": turn.text})
+                _, calls, errors = parse_tool_calls(turn.text, known=set(tb.tools), max_arg_chars=b.max_tool_call_chars)
+                turn.tool_calls = [{"name": c.name, "arguments": c.arguments} for c in calls]
+                turn.errors = errors
+                tt = time.time()
+                obs: list[str] = [f"Error: {e}" for e in errors]
+                for c in calls:
+                    obs.append(truncate_observation(await tb.call(c.name, c.arguments), b.max_observation_chars))
+                    if tb.submitted:
+                        break
+                if not calls and not errors:
+                    obs.append(NO_CALL)
+                turn.observations = obs
+                turn.tools_s = time.time() - tt
+                if tb.submitted:
+                    traj.stop_reason = "submitted"
+                    break
+                traj.messages += [{"role": "tool", "content": o} for o in obs]
+                n_obs_total += len(obs)
+                if self._elide(traj.messages, b.keep_last_observations):
+                    seg = Segment()  # the prompt was rewritten: a new training segment
+                    seg.extend(self.render(traj.messages, tools), sampled=False)
+                    traj.segments.append(seg)
+                else:
+                    seg.extend(self.observation_tokens(obs), sampled=False)
+            else:
+                traj.stop_reason = "max_turns"
+            traj.episode_done = True
+        except asyncio.TimeoutError:
+            traj.stop_reason, traj.episode_done = "timeout", True
+        except Exception as e:  # noqa: BLE001  (sampler/sandbox failure: an infrastructure error)
+            traj.stop_reason, traj.error = "error", f"{type(e).__name__}: {e}"
+        traj.timings["agent_s"] = time.time() - t0
+        traj.timings["sample_s"] = sum(t.sample_s for t in traj.turns)
+        traj.timings["tools_s"] = sum(t.tools_s for t in traj.turns)
+        return traj
+
+    @staticmethod
+    def _elide(messages: list[dict[str, Any]], keep: int) -> bool:
+        """Replace all but the last ``keep`` tool observations by a marker; True if anything changed."""
+        tool_idx = [i for i, m in enumerate(messages) if m["role"] == "tool" and m["content"] != ELIDED]
+        old = tool_idx[:-keep] if keep > 0 else tool_idx
+        for i in old:
+            messages[i] = {"role": "tool", "content": ELIDED}
+        return bool(old)

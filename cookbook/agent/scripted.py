@@ -1,0 +1,35 @@
+"""Test doubles for the policy: replay fixed assistant turns through the real parser and tools."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .agent import SampleOut
+
+
+def tool_call_text(name: str, arguments: dict[str, Any]) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
+
+
+def gold_turns(edit: dict[str, Any]) -> list[str]:
+    """The gold trajectory of a micro task (solution/edit.json): read, edit the line, submit."""
+    return [tool_call_text("read", {"path": edit["path"]}),
+            tool_call_text("edit", {"path": edit["path"], "line": edit["line"], "new": edit["new"]}),
+            tool_call_text("submit", {})]
+
+
+class ScriptedPolicy:
+    """Returns the given assistant texts in order (tokenised + <|im_end|>), logprob 0."""
+
+    def __init__(self, tokenizer, turns: list[str]):
+        self.tok = tokenizer
+        self.turns = list(turns)
+        self.eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.prompts: list[list[int]] = []
+
+    async def sample(self, prompt: list[int], max_tokens: int) -> SampleOut:
+        self.prompts.append(list(prompt))
+        text = self.turns.pop(0) if self.turns else tool_call_text("submit", {})
+        toks = list(self.tok.encode(text, add_special_tokens=False))[: max_tokens - 1] + [self.eos]
+        return SampleOut(toks, [0.0] * len(toks), "stop")
