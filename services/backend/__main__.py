@@ -44,7 +44,9 @@ def build(cfg: dict, state_dir: Path):
         return Runtime(models, ckdir, device=rcfg.get("device", "cpu"), dtype=rcfg.get("dtype", "float32"),
                        threads=rcfg.get("threads"), max_tokens_per_microbatch=int(rcfg.get("max_tokens_per_microbatch", 8192)),
                        max_sampler_snapshots=int(rcfg.get("max_sampler_snapshots", 16)),
-                       max_batch_sequences=int(rcfg.get("max_batch_sequences", 256)))
+                       max_batch_sequences=int(rcfg.get("max_batch_sequences", 256)),
+                       sampler=rcfg.get("sampler", "auto"), sampler_options=rcfg.get("sampler_options"),
+                       gradient_checkpointing=bool(rcfg.get("gradient_checkpointing", False)))
 
     bcfg = dict(cfg.get("backend", {}))
     bcfg["tokenizer_ids"] = {m["name"]: m.get("tokenizer_id", m["name"]) for m in models}

@@ -200,7 +200,8 @@ class Runtime:
 
     def __init__(self, models: list[dict[str, Any]], checkpoint_dir: Path, device: str = "cpu",
                  dtype: str = "float32", threads: int | None = None, max_tokens_per_microbatch: int = 8192,
-                 max_sampler_snapshots: int = 16, max_batch_sequences: int = 256):
+                 max_sampler_snapshots: int = 16, max_batch_sequences: int = 256, sampler: str = "auto",
+                 sampler_options: dict[str, Any] | None = None, gradient_checkpointing: bool = False):
         _set_threads(threads)
         self.device = device
         self.dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
@@ -215,6 +216,15 @@ class Runtime:
         self.trainables: dict[str, TrainableModel] = {}
         self.samplers: OrderedDict[str, SamplerWeights] = OrderedDict()
         self._adapter_seq = 0
+        self.gradient_checkpointing = bool(gradient_checkpointing)
+        # Sampling engine: the static-KV-cache engine (services/backend/gpu) on CUDA, or where
+        # engine.sampler is 'static'; the HF DynamicCache sampler otherwise.
+        from .gpu.glue import StaticSampling, wanted
+
+        self.static = StaticSampling(sampler_options, max_batch_sequences) if wanted(sampler, device) else None
+        if self.gradient_checkpointing:
+            for b in self.bases.values():
+                _enable_grad_ckpt(b.hf)
 
     # ------------------------------------------------------------------ helpers
     def base(self, name: str) -> BaseModel:
@@ -256,6 +266,8 @@ class Runtime:
             params = [p for p in module.parameters()]
             for p in params:
                 p.requires_grad_(True)
+            if self.gradient_checkpointing:
+                _enable_grad_ckpt(module)
             tm = TrainableModel(model_id, cfg, None, module, self._make_optimizer(params), params)
         self.trainables[model_id] = tm
         log.info("created %s model %s on %s (rank %d, %s trainable params)", "LoRA" if cfg.is_lora else "full",
@@ -288,6 +300,8 @@ class Runtime:
         for mb in _microbatches(order, [len(d.tokens) for d in req.data], self.max_tokens_per_microbatch):
             batch = [req.data[i] for i in mb]
             ctx = torch.no_grad() if req.forward_only else torch.enable_grad()
+            # HF checkpoints layers only in train mode (Qwen3 has no dropout: no other effect)
+            module.train(self.gradient_checkpointing and not req.forward_only)
             with ctx:
                 lps = token_logprobs(module, [d.tokens for d in batch], [d.inputs["target_tokens"] for d in batch], dev)
                 loss = torch.zeros((), device=dev, dtype=torch.float32)
@@ -308,6 +322,7 @@ class Runtime:
                 if not req.forward_only and loss.requires_grad:
                     loss.backward()
                     tm.has_grads = True
+            module.train(False)
             total_loss += float(loss.detach())
             n_tokens += sum(len(d.tokens) for d in batch)
         metrics = {"loss:sum": total_loss, "num_tokens:sum": float(n_tokens)}
@@ -464,11 +479,16 @@ class Runtime:
                 module, ctx = sw.module, None
             else:
                 module, ctx = base.forward_module(sw.adapter)
-        with torch.no_grad():
-            if ctx is not None:
-                with ctx():
-                    return sampler.generate(module, base.tokenizer, specs, base.device, self.max_batch_sequences)
-            return sampler.generate(module, base.tokenizer, specs, base.device, self.max_batch_sequences)
+        def hf_generate(sp: list[sampler.SampleSpec]) -> list[sampler.SampleResult]:
+            with torch.no_grad():
+                if ctx is not None:
+                    with ctx():
+                        return sampler.generate(module, base.tokenizer, sp, base.device, self.max_batch_sequences)
+                return sampler.generate(module, base.tokenizer, sp, base.device, self.max_batch_sequences)
+
+        if self.static is not None:  # specs longer than the static cache fall back to hf_generate
+            return self.static.sample(base, weights_key, None if weights_key is None else sw, specs, hf_generate)
+        return hf_generate(specs)
 
 
 # ---------------------------------------------------------------------- math helpers
@@ -484,8 +504,13 @@ def token_logprobs(module: torch.nn.Module, inputs: list[np.ndarray], targets: l
         ids[i, : len(x)] = torch.as_tensor(np.asarray(x, dtype=np.int64))
         tgt[i, : len(y)] = torch.as_tensor(np.asarray(y, dtype=np.int64))
     ids, tgt = ids.to(device), tgt.to(device)
-    logits = module(input_ids=ids, use_cache=False).logits
-    lp = _gather_logprobs(logits, tgt)
+    if device.type == "cuda":  # lm_head + log-softmax per token chunk: memory bounded whatever the vocab
+        from .gpu.logprobs import fused_token_logprobs
+
+        lp = fused_token_logprobs(module, ids, tgt)
+    else:
+        logits = module(input_ids=ids, use_cache=False).logits
+        lp = _gather_logprobs(logits, tgt)
     return [lp[i, :n] for i, n in enumerate(lens)]
 
 
@@ -496,6 +521,10 @@ def _gather_logprobs(logits: torch.Tensor, tgt: torch.Tensor, chunk: int = 1024)
         lg = logits[:, s : s + chunk].float()
         outs.append(lg.gather(-1, tgt[:, s : s + chunk, None])[..., 0] - torch.logsumexp(lg, dim=-1))
     return torch.cat(outs, dim=1)
+
+
+def _enable_grad_ckpt(module: torch.nn.Module) -> None:
+    module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def _microbatches(order: list[int], lens: list[int], max_tokens: int) -> list[list[int]]:

@@ -1,0 +1,382 @@
+"""StaticEngine: continuous-batching sampler over a static per-slot KV cache.
+
+Slots ``0..max_slots-1`` each hold one sequence's KV cache (up to ``max_context`` tokens). A
+request (``SampleSpec``) is admitted when enough slots are free for its ``num_samples``
+sequences (larger groups are split): its prompt is prefilled once into the first slot, the KV
+prefix is copied to the group's other slots, and its first tokens are drawn from the prefill's
+last logits. Then all live sequences decode together, one token per step, in a batch that
+covers slots ``0..b-1`` (``b`` the smallest bucket above the highest live slot; freed slots are
+refilled lowest-first). New requests are admitted between steps (``poll``), so a long-running
+decode loop serves requests that arrive while it runs.
+
+On CUDA the decode step (model + sampling + buffer updates) is captured once per (batch bucket,
+context bucket, filtered) in a CUDA graph sharing one memory pool, and replayed; each step then
+costs one graph launch and one small device-to-host copy. Without CUDA the same step runs eagerly.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ..sampler import SampleResult, SampleSpec, _hit_stop_string
+from .qwen3 import Qwen3Shape, StaticQwen3
+from .sampling import choose
+from .weights import Qwen3Parts
+
+log = logging.getLogger("backend.gpu.engine")
+
+_MASK63 = (1 << 63) - 1
+
+
+def _batch_buckets(max_slots: int) -> list[int]:
+    out, b = [], 1
+    while b < 8:
+        out.append(b)
+        b *= 2
+    b = 8
+    while b < max_slots:
+        out.append(b)
+        b += 8 if b < 64 else 16 if b < 256 else 64
+    out.append(max_slots)
+    return sorted(set(x for x in out if x <= max_slots))
+
+
+def _ctx_bucket(n: int, limit: int) -> int:
+    g = 128 if n <= 2048 else 512 if n <= 8192 else 2048
+    return min(-(-n // g) * g, limit)
+
+
+@dataclass
+class EngineOptions:
+    max_slots: int = 64
+    max_context: int = 4096
+    prefill_tokens: int = 16384          # padded prompt tokens per prefill forward
+    cuda_graphs: bool | None = None      # None: on CUDA only
+    attention: str = "bmm"               # bmm | sdpa (decode attention)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "EngineOptions":
+        d = dict(d or {})
+        known = {k: d.pop(k) for k in list(d) if k in cls.__dataclass_fields__}
+        if d:
+            log.warning("ignoring unknown sampler options %s", sorted(d))
+        return cls(**known)
+
+
+@dataclass
+class _Req:
+    spec: SampleSpec
+    result: SampleResult
+    seqs: list["_Seq"] = field(default_factory=list)
+    remaining: int = 0
+    callback: Callable[[SampleResult], None] | None = None
+    index: int = -1
+
+
+@dataclass
+class _Seq:
+    req: _Req
+    k: int                  # sample index within the request
+    seed: int
+    slot: int = -1
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    done: str | None = None
+    pos: int = 0            # tokens in this slot's cache
+
+
+class StaticEngine:
+    def __init__(self, shape: Qwen3Shape, device: torch.device | str, dtype: torch.dtype, opts: EngineOptions):
+        self.shape, self.device, self.dtype, self.opts = shape, torch.device(device), dtype, opts
+        self.model = StaticQwen3(shape, self.device, dtype, opts.max_slots, opts.max_context, opts.attention)
+        S, dev = opts.max_slots, self.device
+        self.use_graphs = (self.device.type == "cuda") if opts.cuda_graphs is None else bool(opts.cuda_graphs and self.device.type == "cuda")
+        # host mirrors and device buffers of per-slot state
+        self.h = {"tok": np.zeros(S, np.int64), "pos": np.zeros(S, np.int64), "step": np.zeros(S, np.int64),
+                  "seed": np.zeros(S, np.int64), "topk": np.zeros(S, np.int64), "active": np.zeros(S, np.int64),
+                  "temp": np.ones(S, np.float32), "topp": np.ones(S, np.float32)}
+        self.d = {k: torch.from_numpy(v.copy()).to(dev) for k, v in self.h.items()}
+        self.o_tok = torch.zeros(S, dtype=torch.int64, device=dev)
+        self.o_lp = torch.zeros(S, dtype=torch.float32, device=dev)
+        pin = self.device.type == "cuda"
+        self.p_tok = torch.zeros(S, dtype=torch.int64, pin_memory=pin)
+        self.p_lp = torch.zeros(S, dtype=torch.float32, pin_memory=pin)
+        self.vidx = torch.arange(shape.vocab, device=dev)
+        self.buckets = _batch_buckets(S)
+        self.slot_seq: list[_Seq | None] = [None] * S
+        self.free: list[int] = list(range(S))    # kept sorted: lowest first
+        self.graphs: dict[tuple[int, int, bool], torch.cuda.CUDAGraph] = {}
+        self._pool = None
+        self.weights_id: Any = None
+        self.stats = {"steps": 0, "prefill_s": 0.0, "decode_s": 0.0, "graph_captures": 0, "capture_s": 0.0,
+                      "tokens": 0, "weight_loads": 0, "weight_load_s": 0.0}
+        self._dirty = True
+
+    # ------------------------------------------------------------------ weights
+    def load_weights(self, weights_id: Any, module: torch.nn.Module, adapter: str | None = None) -> None:
+        if weights_id == self.weights_id:
+            return
+        t0 = time.perf_counter()
+        self.weights_id = None
+        self.model.load(Qwen3Parts(module, adapter))
+        self.weights_id = weights_id
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.stats["weight_loads"] += 1
+        self.stats["weight_load_s"] += time.perf_counter() - t0
+
+    def fits(self, spec: SampleSpec) -> bool:
+        return 0 < len(spec.prompt) and len(spec.prompt) + max(spec.max_tokens, 1) - 1 <= self.opts.max_context
+
+    # ------------------------------------------------------------------ public entry
+    def generate(self, specs: list[SampleSpec], tokenizer, poll: Callable[[], list[tuple[SampleSpec, Callable]]] | None = None
+                 ) -> list[SampleResult]:
+        """Sample every spec (each must ``fits``). ``poll()``, if given, is called between decode
+        steps and returns further (spec, callback) pairs to serve in the same loop; their results
+        go to the callbacks as they finish."""
+        reqs = [self._new_req(s, i) for i, s in enumerate(specs)]
+        pending: deque[tuple[_Req, list[_Seq]]] = deque()
+        for r in reqs:
+            self._enqueue(r, pending)
+        self.tokenizer = tokenizer
+        live = 0
+        while pending or live:
+            if poll is not None:
+                for spec, cb in poll() or []:
+                    r = self._new_req(spec, -1)
+                    r.callback = cb
+                    self._enqueue(r, pending)
+            if pending and self.free:
+                self._admit(pending)
+            live = sum(1 for s in self.slot_seq if s is not None)
+            if live:
+                self._decode_step()
+                live = sum(1 for s in self.slot_seq if s is not None)
+            elif pending and not self.free:  # cannot happen: no live sequence means every slot is free
+                raise RuntimeError("static engine: no free slot and nothing running")
+        return [r.result for r in reqs]
+
+    def _new_req(self, spec: SampleSpec, index: int) -> _Req:
+        if not self.fits(spec):
+            raise ValueError(f"prompt of {len(spec.prompt)} tokens + max_tokens {spec.max_tokens} exceed the static "
+                             f"engine's context {self.opts.max_context}")
+        r = _Req(spec, SampleResult(sequences=[]), index=index)
+        for k in range(spec.num_samples):
+            if spec.seed is not None:
+                seed = (int(spec.seed) * 1_000_003 + k) & _MASK63
+            else:
+                seed = random.getrandbits(63)
+            r.seqs.append(_Seq(r, k, seed))
+        r.remaining = len(r.seqs)
+        return r
+
+    def _enqueue(self, r: _Req, pending: deque) -> None:
+        S = self.opts.max_slots
+        for i in range(0, len(r.seqs), S):
+            pending.append((r, r.seqs[i : i + S]))
+
+    # ------------------------------------------------------------------ prefill / admission
+    def _admit(self, pending: deque) -> None:
+        """Take groups from the queue while slots are free; prefill them in padded batches."""
+        batch: list[tuple[_Req, list[_Seq]]] = []
+        nfree = len(self.free)
+        while pending and len(pending[0][1]) <= nfree:
+            r, seqs = pending.popleft()
+            nfree -= len(seqs)
+            batch.append((r, seqs))
+        if not batch:
+            return
+        t0 = time.perf_counter()
+        batch.sort(key=lambda g: len(g[0].spec.prompt))
+        chunk: list[tuple[_Req, list[_Seq]]] = []
+        for g in batch:
+            P = len(g[0].spec.prompt)
+            if chunk and P * (len(chunk) + 1) > self.opts.prefill_tokens:
+                self._prefill(chunk)
+                chunk = []
+            chunk.append(g)
+        if chunk:
+            self._prefill(chunk)
+        self.stats["prefill_s"] += time.perf_counter() - t0
+
+    def _take_slots(self, n: int) -> list[int]:
+        out, self.free = self.free[:n], self.free[n:]
+        return out
+
+    @torch.no_grad()
+    def _prefill(self, groups: list[tuple[_Req, list[_Seq]]]) -> None:
+        dev, m = self.device, self.model
+        P = max(len(r.spec.prompt) for r, _ in groups)
+        ids = torch.zeros(len(groups), P, dtype=torch.int64)
+        for i, (r, _) in enumerate(groups):
+            ids[i, : len(r.spec.prompt)] = torch.tensor(r.spec.prompt, dtype=torch.int64)
+        slots_per = [self._take_slots(len(seqs)) for _, seqs in groups]
+        first = torch.tensor([s[0] for s in slots_per], dtype=torch.int64, device=dev)
+        hidden = m.prefill(ids.to(dev), first)
+        lens = torch.tensor([len(r.spec.prompt) for r, _ in groups], device=dev)
+        last = m.logits(hidden[torch.arange(len(groups), device=dev), lens - 1])  # [n, V]
+        rows, row_src = [], []
+        for i, ((r, seqs), slots) in enumerate(zip(groups, slots_per)):
+            Pi = len(r.spec.prompt)
+            m.copy_prefix(slots[0], torch.tensor(slots[1:], dtype=torch.int64, device=dev), Pi)
+            if (r.spec.prompt_logprobs or r.spec.topk_prompt_logprobs) and seqs[0].k == 0:
+                self._prompt_logprobs(r, hidden[i, :Pi])
+            for sq, slot in zip(seqs, slots):
+                sq.slot, sq.pos = slot, Pi
+                self.slot_seq[slot] = sq
+                rows.append(sq)
+                row_src.append(i)
+        # first token of every sequence from the prompt's last logits (step 0 of its stream)
+        sp = [r.req.spec for r in rows]
+        src = torch.tensor(row_src, device=dev)
+        temp = torch.tensor([s.temperature for s in sp], dtype=torch.float32, device=dev)
+        topk = torch.tensor([s.top_k for s in sp], dtype=torch.int64, device=dev)
+        topp = torch.tensor([s.top_p for s in sp], dtype=torch.float32, device=dev)
+        seed = torch.tensor([r.seed for r in rows], dtype=torch.int64, device=dev)
+        step = torch.zeros(len(rows), dtype=torch.int64, device=dev)
+        filtered = any((s.top_k > 1) or (s.top_p < 1.0) for s in sp)
+        tok, lp = choose(last.index_select(0, src), temp, topk, topp, seed, step, self.vidx, filtered)
+        tok, lp = tok.cpu().tolist(), lp.cpu().tolist()
+        for sq, t, l in zip(rows, tok, lp):
+            s = sq.req.spec
+            self.h["temp"][sq.slot], self.h["topk"][sq.slot], self.h["topp"][sq.slot] = s.temperature, s.top_k, s.top_p
+            self.h["seed"][sq.slot] = sq.seed
+            self.h["step"][sq.slot] = 1
+            self._record(sq, t, l)
+        self._dirty = True
+
+    def _prompt_logprobs(self, r: _Req, hidden: torch.Tensor) -> None:
+        s = r.spec
+        P = len(s.prompt)
+        first_scored = 1 if not s.prompt_logprobs_last_n else max(1, P - s.prompt_logprobs_last_n)
+        pl = np.full(P, np.nan, dtype=np.float32)
+        k = s.topk_prompt_logprobs
+        tids = np.zeros((P, k), dtype=np.int32) if k else None
+        tlps = np.full((P, k), -99999.0, dtype=np.float32) if k else None
+        tgt = torch.tensor(s.prompt[1:], device=self.device)
+        for a in range(0, P - 1, 1024):  # position j predicts prompt[j+1]; chunked over the vocab-sized rows
+            b = min(P - 1, a + 1024)
+            lsm = torch.log_softmax(self.model.logits(hidden[a:b]).float(), dim=-1)
+            if s.prompt_logprobs:
+                pl[a + 1 : b + 1] = lsm.gather(-1, tgt[a:b, None])[:, 0].cpu().numpy()
+            if k:
+                v, t = torch.topk(lsm, k=min(k, lsm.shape[-1]), dim=-1)
+                tids[a + 1 : b + 1, : v.shape[1]] = t.cpu().numpy()
+                tlps[a + 1 : b + 1, : v.shape[1]] = v.cpu().numpy()
+        if s.prompt_logprobs:
+            pl[:first_scored] = np.nan
+            r.result.prompt_logprobs = pl
+        if k:
+            tids[:first_scored] = 0
+            tlps[:first_scored] = -99999.0
+            r.result.topk_prompt = (tids, tlps)
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _record(self, sq: _Seq, t: int, lp: float) -> None:
+        s = sq.req.spec
+        sq.tokens.append(t)
+        sq.logprobs.append(lp)
+        if t in s.stop_token_ids:
+            sq.done = "stop"
+        elif s.stop_strings and _hit_stop_string(self.tokenizer, sq.tokens, s.stop_strings):
+            sq.done = "stop"
+        elif len(sq.tokens) >= s.max_tokens:
+            sq.done = "length"
+        slot = sq.slot
+        if sq.done is None:
+            self.h["tok"][slot], self.h["pos"][slot], self.h["active"][slot] = t, sq.pos, 1
+            return
+        self.slot_seq[slot] = None
+        bisect.insort(self.free, slot)
+        self.h["active"][slot], self.h["pos"][slot], self.h["tok"][slot] = 0, 0, 0
+        self._dirty = True
+        r = sq.req
+        r.remaining -= 1
+        if r.remaining == 0:
+            r.result.sequences = [(q.tokens, q.logprobs, q.done or "length") for q in r.seqs]
+            if r.callback is not None:
+                r.callback(r.result)
+
+    # ------------------------------------------------------------------ decode
+    def _upload(self) -> None:
+        for k, v in self.h.items():
+            self.d[k].copy_(torch.from_numpy(v), non_blocking=False)
+        self._dirty = False
+
+    def _step_fn(self, b: int, ctx: int, filtered: bool) -> None:
+        d = self.d
+        tok, pos = d["tok"][:b], d["pos"][:b]
+        logits = self.model.decode(tok, pos, ctx)
+        t, lp = choose(logits, d["temp"][:b], d["topk"][:b], d["topp"][:b], d["seed"][:b], d["step"][:b], self.vidx,
+                       filtered)
+        self.o_tok[:b].copy_(t)
+        self.o_lp[:b].copy_(lp)
+        act = d["active"][:b]
+        tok.copy_(torch.where(act > 0, t, tok))
+        pos.add_(act).clamp_(max=self.opts.max_context - 1)
+        d["step"][:b].add_(act)
+
+    def _graph(self, b: int, ctx: int, filtered: bool):
+        key = (b, ctx, filtered)
+        g = self.graphs.get(key)
+        if g is not None:
+            return g
+        t0 = time.perf_counter()
+        saved = {k: self.d[k].clone() for k in ("tok", "pos", "step")}
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        s = torch.cuda.Stream(self.device)
+        s.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(s), torch.no_grad():
+            self._step_fn(b, ctx, filtered)  # warm-up (allocator, cuBLAS handles, kernel selection)
+        torch.cuda.current_stream(self.device).wait_stream(s)
+        for k, v in saved.items():
+            self.d[k].copy_(v)
+        g = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(g, pool=self._pool):
+            self._step_fn(b, ctx, filtered)
+        torch.cuda.synchronize(self.device)
+        for k, v in saved.items():  # capture does not run kernels; restore anyway for safety
+            self.d[k].copy_(v)
+        self.graphs[key] = g
+        self.stats["graph_captures"] += 1
+        self.stats["capture_s"] += time.perf_counter() - t0
+        return g
+
+    @torch.no_grad()
+    def _decode_step(self) -> None:
+        t0 = time.perf_counter()
+        live = [i for i, s in enumerate(self.slot_seq) if s is not None]
+        b = self.buckets[bisect.bisect_left(self.buckets, live[-1] + 1)]
+        ctx = _ctx_bucket(int(self.h["pos"][live].max()) + 1, self.opts.max_context)
+        filtered = bool(((self.h["topk"][live] > 1) | (self.h["topp"][live] < 1.0)).any())
+        if self._dirty:
+            self._upload()
+        if self.use_graphs:
+            self._graph(b, ctx, filtered).replay()
+            self.p_tok[:b].copy_(self.o_tok[:b], non_blocking=True)
+            self.p_lp[:b].copy_(self.o_lp[:b], non_blocking=True)
+            torch.cuda.current_stream(self.device).synchronize()
+        else:
+            self._step_fn(b, ctx, filtered)
+            self.p_tok[:b].copy_(self.o_tok[:b])
+            self.p_lp[:b].copy_(self.o_lp[:b])
+        toks = self.p_tok[:b].numpy()
+        lps = self.p_lp[:b].numpy()
+        for i in live:
+            sq = self.slot_seq[i]
+            sq.pos += 1
+            self.h["step"][i] += 1
+            self._record(sq, int(toks[i]), float(lps[i]))
+        self.stats["steps"] += 1
+        self.stats["tokens"] += len(live)
+        self.stats["decode_s"] += time.perf_counter() - t0

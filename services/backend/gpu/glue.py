@@ -1,0 +1,101 @@
+"""How the runtime uses the static engine (kept here so runtime.py's edit stays a few lines).
+
+``StaticSampling.sample(base, weights_key, sw, specs)`` picks the weights (base model, a LoRA
+snapshot merged into the engine's bf16 buffers, or a full fine-tuned copy), serves every spec
+that fits the static cache, and hands the rest (prompt + max_tokens longer than the cache's
+context) to the HF sampler. One engine per base model, created at first use and sized from the
+options (``engine.sampler_options`` in engine.yaml):
+
+  max_slots        sequences decoded together (default: the runtime's max_batch_sequences)
+  max_context      tokens per slot (default: min(model context, 8192))
+  kv_cache_gb      KV-cache budget; slots are reduced to fit it (default: 25 % of free GPU memory,
+                   1 GB on CPU)
+  prefill_tokens   padded prompt tokens per prefill forward (default 16384)
+  cuda_graphs      capture the decode step (default: on CUDA)
+  attention        decode attention: bmm (default) | sdpa
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from .engine import EngineOptions, StaticEngine
+from .qwen3 import Qwen3Shape
+
+log = logging.getLogger("backend.gpu")
+
+
+def wanted(mode: str | None, device: str) -> bool:
+    """engine.sampler: 'static' | 'hf' | 'auto' (static on CUDA, HF on CPU)."""
+    mode = (mode or "auto").lower()
+    if mode not in ("auto", "static", "hf"):
+        raise ValueError(f"engine.sampler must be auto, static or hf, got {mode!r}")
+    return mode == "static" or (mode == "auto" and str(device).startswith("cuda"))
+
+
+def size_options(shape: Qwen3Shape, device: torch.device, dtype: torch.dtype, model_context: int,
+                 opts: dict[str, Any] | None, default_slots: int) -> EngineOptions:
+    o = dict(opts or {})
+    budget_gb = o.pop("kv_cache_gb", None)
+    o.setdefault("max_slots", default_slots)
+    o.setdefault("max_context", min(int(model_context), 8192))
+    eo = EngineOptions.from_dict(o)
+    per_tok = shape.kv_bytes_per_token(torch.tensor([], dtype=dtype).element_size())
+    if budget_gb is None:
+        if device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(device)
+            budget = 0.25 * free
+        else:
+            budget = 1 << 30
+    else:
+        budget = float(budget_gb) * (1 << 30)
+    fit = int(budget // (per_tok * eo.max_context))
+    if fit < 1:
+        raise ValueError(f"sampler KV-cache budget {budget / 2**30:.1f} GB holds no sequence of {eo.max_context} tokens "
+                         f"({per_tok * eo.max_context / 2**30:.2f} GB each): raise kv_cache_gb or lower max_context")
+    if fit < eo.max_slots:
+        log.info("static sampler: %d slots of %d tokens fit the %.1f GB KV budget (asked %d)", fit, eo.max_context,
+                 budget / 2**30, eo.max_slots)
+        eo.max_slots = fit
+    return eo
+
+
+class StaticSampling:
+    def __init__(self, options: dict[str, Any] | None, default_slots: int):
+        self.options = options or {}
+        self.default_slots = default_slots
+        self.engines: dict[str, StaticEngine] = {}
+
+    def engine(self, base) -> StaticEngine:
+        eng = self.engines.get(base.name)
+        if eng is None:
+            shape = Qwen3Shape.from_hf_config(base.hf.config)
+            eo = size_options(shape, base.device, base.dtype, base.info.max_context, self.options, self.default_slots)
+            eng = StaticEngine(shape, base.device, base.dtype, eo)
+            log.info("static sampler for %s: %d slots x %d tokens, %.2f GB (weights + KV), graphs %s", base.name,
+                     eo.max_slots, eo.max_context, eng.model.memory_bytes() / 2**30, eng.use_graphs)
+            self.engines[base.name] = eng
+        return eng
+
+    def sample(self, base, weights_key: str | None, sw, specs, fallback, poll=None):
+        eng = self.engine(base)
+        wid = weights_key or "base"
+        if sw is None:
+            eng.load_weights(wid, base.hf, None)
+        elif sw.module is not None:
+            eng.load_weights(wid, sw.module, None)
+        else:
+            eng.load_weights(wid, base.hf, sw.adapter)
+        fit = [i for i, s in enumerate(specs) if eng.fits(s)]
+        results: list[Any] = [None] * len(specs)
+        if fit:
+            for i, r in zip(fit, eng.generate([specs[i] for i in fit], base.tokenizer, poll=poll)):
+                results[i] = r
+        rest = [i for i in range(len(specs)) if results[i] is None]
+        if rest:
+            for i, r in zip(rest, fallback([specs[i] for i in rest])):
+                results[i] = r
+        return results

@@ -1,0 +1,233 @@
+"""A minimal Qwen3 forward over a static, per-slot KV cache.
+
+Weights live in preallocated buffers (stacked over layers; q/k/v and gate/up fused), so that new
+sampler weights are copied *into* them and captured CUDA graphs stay valid. The KV cache is one
+``[layers, slots, kv_heads, max_context, head_dim]`` tensor each for K and V.
+
+* ``prefill(ids, slots)``: right-padded prompts ``[n, P]`` through the model with causal SDPA,
+  K/V written to cache positions ``[0, P)`` of each row's slot; returns the final-normed hidden
+  states ``[n, P, H]`` (the caller applies ``lm_head`` where it needs logits).
+* ``decode(tok, pos, ctx)``: one token for each of the slots ``0..b-1`` at position ``pos[i]``;
+  attends over cache positions ``[0, ctx)`` masked to ``<= pos[i]``. Static shapes for a given
+  ``(b, ctx)``, no host synchronisation: graph-capturable.
+
+Numerics follow transformers' Qwen3 (RMSNorm in float32 then cast back before the weight, rotary
+tables computed in float32 and cast to the model dtype, residuals in the model dtype), so logits
+match HF's forward to within the dtype's rounding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class Qwen3Shape:
+    vocab: int
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    eps: float
+    rope_theta: float
+
+    @classmethod
+    def from_hf_config(cls, cfg) -> "Qwen3Shape":
+        rope = getattr(cfg, "rope_parameters", None) or {}
+        theta = rope.get("rope_theta") if isinstance(rope, dict) else None
+        if theta is None:
+            theta = getattr(cfg, "rope_theta", 1_000_000.0)
+        if isinstance(rope, dict) and rope.get("rope_type", "default") not in ("default", None):
+            raise ValueError(f"static engine supports default rotary only, not {rope.get('rope_type')!r}")
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        return cls(vocab=int(cfg.vocab_size), hidden=int(cfg.hidden_size), layers=int(cfg.num_hidden_layers),
+                   heads=int(cfg.num_attention_heads), kv_heads=int(cfg.num_key_value_heads), head_dim=int(head_dim),
+                   ffn=int(cfg.intermediate_size), eps=float(cfg.rms_norm_eps), rope_theta=float(theta))
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        return self.layers * 2 * self.kv_heads * self.head_dim * dtype_bytes
+
+    def weight_bytes(self, dtype_bytes: int = 2) -> int:
+        D, H = self.head_dim, self.hidden
+        per_layer = (self.heads + 2 * self.kv_heads) * D * H + H * self.heads * D + 3 * H * self.ffn
+        return dtype_bytes * (self.layers * per_layer + 2 * self.vocab * H)
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return w * xf.to(x.dtype)
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rot = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rot * sin
+
+
+class StaticQwen3:
+    def __init__(self, shape: Qwen3Shape, device: torch.device | str, dtype: torch.dtype, max_slots: int,
+                 max_context: int, attention: str = "bmm"):
+        self.shape, self.device, self.dtype = shape, torch.device(device), dtype
+        self.max_slots, self.max_context = int(max_slots), int(max_context)
+        if attention not in ("bmm", "sdpa"):
+            raise ValueError(f"attention must be 'bmm' or 'sdpa', got {attention!r}")
+        self.attention = attention
+        s, dev = shape, self.device
+        L, H, D, Hq, Hkv, Fd, V = s.layers, s.hidden, s.head_dim, s.heads, s.kv_heads, s.ffn, s.vocab
+        self.qd, self.kd = Hq * D, Hkv * D
+        self.group = Hq // Hkv
+        self.scale = D ** -0.5
+        kw = dict(device=dev, dtype=dtype)
+        self.embed = torch.empty(V, H, **kw)
+        self.lm_head = torch.empty(V, H, **kw)
+        self.norm = torch.empty(H, **kw)
+        self.w_qkv = torch.empty(L, self.qd + 2 * self.kd, H, **kw)
+        self.w_o = torch.empty(L, H, self.qd, **kw)
+        self.w_gu = torch.empty(L, 2 * Fd, H, **kw)
+        self.w_down = torch.empty(L, H, Fd, **kw)
+        self.ln1 = torch.empty(L, H, **kw)
+        self.ln2 = torch.empty(L, H, **kw)
+        self.qn = torch.empty(L, D, **kw)
+        self.kn = torch.empty(L, D, **kw)
+        T, S = self.max_context, self.max_slots
+        self.kc = torch.zeros(L, S, Hkv, T, D, **kw)
+        self.vc = torch.zeros(L, S, Hkv, T, D, **kw)
+        # Rotary tables exactly as HF computes them: float32 inv_freq * position, cos/sin, cast.
+        inv_freq = 1.0 / (s.rope_theta ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+        freqs = torch.arange(T, dtype=torch.float32)[:, None] * inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.cos = emb.cos().to(**kw)
+        self.sin = emb.sin().to(**kw)
+        self.ar_slots = torch.arange(S, device=dev)
+        self.ar_ctx = torch.arange(T, device=dev)
+        self._bmm_f32 = self._probe_bmm_out_dtype()
+
+    def _probe_bmm_out_dtype(self) -> bool:
+        if self.dtype == torch.float32:
+            return False
+        try:
+            a = torch.ones(1, 2, 2, device=self.device, dtype=self.dtype)
+            out = torch.bmm(a, a, out_dtype=torch.float32)
+            return out.dtype == torch.float32
+        except Exception:  # noqa: BLE001  (older torch / CPU without the overload)
+            return False
+
+    def memory_bytes(self) -> int:
+        bufs = [self.embed, self.lm_head, self.norm, self.w_qkv, self.w_o, self.w_gu, self.w_down, self.ln1, self.ln2,
+                self.qn, self.kn, self.kc, self.vc]
+        return sum(t.numel() * t.element_size() for t in bufs)
+
+    # ------------------------------------------------------------------ weights
+    @torch.no_grad()
+    def load(self, parts) -> None:
+        """Copy weights in place. ``parts`` is a ``weights.Qwen3Parts``-like object."""
+        qd, kd, Fd = self.qd, self.kd, self.shape.ffn
+        self.embed.copy_(parts.embed())
+        self.lm_head.copy_(parts.lm_head())
+        self.norm.copy_(parts.norm())
+        for l in range(self.shape.layers):
+            q, k, v, o, g, u, d, ln1, ln2, qn, kn = parts.layer(l)
+            self.w_qkv[l, :qd].copy_(q)
+            self.w_qkv[l, qd : qd + kd].copy_(k)
+            self.w_qkv[l, qd + kd :].copy_(v)
+            self.w_o[l].copy_(o)
+            self.w_gu[l, :Fd].copy_(g)
+            self.w_gu[l, Fd:].copy_(u)
+            self.w_down[l].copy_(d)
+            self.ln1[l].copy_(ln1)
+            self.ln2[l].copy_(ln2)
+            self.qn[l].copy_(qn)
+            self.kn[l].copy_(kn)
+
+    # ------------------------------------------------------------------ forward pieces
+    def _mlp(self, x: torch.Tensor, l: int) -> torch.Tensor:
+        h = rms_norm(x, self.ln2[l], self.shape.eps)
+        gu = F.linear(h, self.w_gu[l])
+        Fd = self.shape.ffn
+        return x + F.linear(F.silu(gu[..., :Fd]) * gu[..., Fd:], self.w_down[l])
+
+    @torch.no_grad()
+    def prefill(self, ids: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        """ids [n, P] (right-padded), slots [n]: fills cache positions [0, P) of each slot."""
+        s = self.shape
+        n, P = ids.shape
+        x = F.embedding(ids, self.embed)
+        cos, sin = self.cos[:P], self.sin[:P]
+        for l in range(s.layers):
+            h = rms_norm(x, self.ln1[l], s.eps)
+            qkv = F.linear(h, self.w_qkv[l])
+            q = rms_norm(qkv[..., : self.qd].view(n, P, s.heads, s.head_dim), self.qn[l], s.eps).transpose(1, 2)
+            k = rms_norm(qkv[..., self.qd : self.qd + self.kd].view(n, P, s.kv_heads, s.head_dim), self.kn[l],
+                         s.eps).transpose(1, 2)
+            v = qkv[..., self.qd + self.kd :].view(n, P, s.kv_heads, s.head_dim).transpose(1, 2)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
+            self.kc[l][slots, :, :P] = k
+            self.vc[l][slots, :, :P] = v
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale, enable_gqa=self.group > 1)
+            x = x + F.linear(o.transpose(1, 2).reshape(n, P, self.qd), self.w_o[l])
+            x = self._mlp(x, l)
+        return rms_norm(x, self.norm, s.eps)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return F.linear(hidden, self.lm_head)
+
+    @torch.no_grad()
+    def copy_prefix(self, src: int, dst: torch.Tensor, length: int) -> None:
+        """KV positions [0, length) of slot ``src`` into slots ``dst`` (prefix sharing)."""
+        if dst.numel() == 0 or length == 0:
+            return
+        self.kc[:, dst, :, :length] = self.kc[:, src : src + 1, :, :length]
+        self.vc[:, dst, :, :length] = self.vc[:, src : src + 1, :, :length]
+
+    def _attend(self, q: torch.Tensor, l: int, b: int, ctx: int, bias: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        s = self.shape
+        K = self.kc[l][:b, :, :ctx]
+        Vv = self.vc[l][:b, :, :ctx]
+        if self.attention == "sdpa":
+            o = F.scaled_dot_product_attention(q[:, :, None, :], K, Vv, attn_mask=valid[:, None, None, :],
+                                               scale=self.scale, enable_gqa=self.group > 1)
+            return o.reshape(b, self.qd)
+        G, Hkv, D = self.group, s.kv_heads, s.head_dim
+        qg = q.reshape(b * Hkv, G, D)
+        Kf = K.reshape(b * Hkv, ctx, D)
+        Vf = Vv.reshape(b * Hkv, ctx, D)
+        if self._bmm_f32:
+            sc = torch.bmm(qg, Kf.transpose(1, 2), out_dtype=torch.float32)
+        else:
+            sc = torch.bmm(qg, Kf.transpose(1, 2)).float()
+        sc = sc.view(b, Hkv, G, ctx) * self.scale + bias
+        p = torch.softmax(sc, dim=-1).to(self.dtype)
+        o = torch.bmm(p.view(b * Hkv, G, ctx), Vf)
+        return o.reshape(b, self.qd)
+
+    @torch.no_grad()
+    def decode(self, tok: torch.Tensor, pos: torch.Tensor, ctx: int) -> torch.Tensor:
+        """tok, pos: [b] (slots 0..b-1). Writes K/V at ``pos`` and returns logits [b, V]."""
+        s = self.shape
+        b = tok.shape[0]
+        x = F.embedding(tok, self.embed)
+        cos = self.cos[pos][:, None, :]
+        sin = self.sin[pos][:, None, :]
+        valid = self.ar_ctx[:ctx][None, :] <= pos[:, None]
+        bias = torch.zeros(b, ctx, device=self.device, dtype=torch.float32).masked_fill(~valid, float("-inf"))
+        bias = bias[:, None, None, :]
+        ar = self.ar_slots[:b]
+        for l in range(s.layers):
+            h = rms_norm(x, self.ln1[l], s.eps)
+            qkv = F.linear(h, self.w_qkv[l])
+            q = rms_norm(qkv[:, : self.qd].view(b, s.heads, s.head_dim), self.qn[l], s.eps)
+            k = rms_norm(qkv[:, self.qd : self.qd + self.kd].view(b, s.kv_heads, s.head_dim), self.kn[l], s.eps)
+            v = qkv[:, self.qd + self.kd :].view(b, s.kv_heads, s.head_dim)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
+            self.kc[l].permute(0, 2, 1, 3)[ar, pos] = k
+            self.vc[l].permute(0, 2, 1, 3)[ar, pos] = v
+            o = self._attend(q, l, b, ctx, bias, valid)
+            x = x + F.linear(o, self.w_o[l])
+            x = self._mlp(x, l)
+        return self.logits(rms_norm(x, self.norm, s.eps))
