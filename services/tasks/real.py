@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .synth import synthesize
+from .synth import SYNTH_VERSION, synthesize
 
 RECIPE = Path(__file__).resolve().parents[2] / "datasets" / "real" / "recipe.json"
 
@@ -74,7 +74,7 @@ def build_real(out_root: Path, recipe_path: Path = RECIPE, only: list[str] | Non
     for pkg in recipe["packages"]:
         if only and pkg["name"] not in only:
             continue
-        key = hashlib.sha256(json.dumps([pkg, org, seed], sort_keys=True).encode()).hexdigest()
+        key = hashlib.sha256(json.dumps([pkg, org, seed, SYNTH_VERSION], sort_keys=True).encode()).hexdigest()
         stamp = stamps / f"{pkg['name']}.json"
         if not force and stamp.exists() and json.loads(stamp.read_text()).get("key") == key:
             log(f"{pkg['name']}: tasks up to date")

@@ -34,6 +34,7 @@ from .grading import parse_pytest_log
 from .swe import unified_diff, write_swe_task
 
 PASSING = ("PASSED", "XFAIL")
+SYNTH_VERSION = 3  # bump when the generated tasks change for the same repo and seed
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,19 @@ def find_mutations(repo: Path, src_paths: list[str]) -> list[Mutation]:
     return sorted(set(out), key=lambda m: m.key)
 
 
+def _files_under(repo: Path, paths: list[str]) -> dict[str, str]:
+    out = {}
+    for sp in paths:
+        p = repo / sp
+        for f in [p] if p.is_file() else sorted(p.rglob("*")):
+            if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
+                try:
+                    out[f.relative_to(repo).as_posix()] = f.read_text()
+                except UnicodeDecodeError:
+                    continue  # binary fixtures stay as they are in the workspace
+    return out
+
+
 def _is_test_file(rel: str) -> bool:
     parts = rel.split("/")
     return any(p in ("tests", "test", "testing") for p in parts[:-1]) or parts[-1].startswith("test_") \
@@ -273,6 +287,9 @@ def synthesize(repo: str | Path, out: str | Path, *, src: list[str], tests: list
         if to or not passing:
             raise RuntimeError(f"{package}: the test suite does not pass at baseline "
                                f"({'timed out' if to else 'no passing tests'}):\n{base_out[-2000:]}")
+        # the verifier runs the same command as here (test ids can depend on which files are
+        # collected) and restores every file under the test paths
+        test_files = _files_under(work, tests)
         cands = [m for m in find_mutations(work, src) if m.kind in kinds]
         rng.shuffle(cands)
         used_functions: set[str] = set()
@@ -308,7 +325,6 @@ def synthesize(repo: str | Path, out: str | Path, *, src: list[str], tests: list
             pool = [t for t in still if t.split("::")[0] in same_file] or still
             p2p = sorted(rng.sample(pool, min(n_p2p, len(pool))))
             f2p = sorted(broken)
-            test_files = sorted({t.split("::")[0] for t in f2p + p2p})
             k = len(res.tasks)
             name = f"{package}-{k}"
             snapshot = Path(tmp) / f"snap-{k}"
@@ -317,8 +333,8 @@ def synthesize(repo: str | Path, out: str | Path, *, src: list[str], tests: list
             task_dir = write_swe_task(
                 out / f"{org}__{name}", name=f"{org}/{name}", instruction=issue_text(package, f2p, output),
                 gold_patch=unified_diff(m.file, mutated, original),
-                test_files={f: (work / f).read_text() for f in test_files},
-                fail_to_pass=f2p, pass_to_pass=p2p, test_cmd=pytest_cmd(test_files),
+                test_files=test_files,
+                fail_to_pass=f2p, pass_to_pass=p2p, test_cmd=pytest_cmd(tests),
                 test_env={"PYTHONPATH": pythonpath}, repo_dir=snapshot,
                 record={"instance_id": f"{org}__{name}", "package": package, "mutation": {
                     "kind": m.kind, "file": m.file, "line": m.line, "function": m.function}, "seed": seed},
