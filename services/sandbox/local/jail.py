@@ -10,6 +10,7 @@ new session (no TIOCSTI on a host terminal).
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import stat
@@ -18,11 +19,14 @@ from pathlib import Path
 
 from . import namespace
 
+log = logging.getLogger(__name__)
+
 BWRAP = "bwrap"
 
-# Host /etc entries a sandbox needs (shared libraries, alternatives symlinks, time zone...).
+# Host /etc entries a sandbox needs (shared libraries, alternatives symlinks, time zone, CA
+# certificates...). Nothing secret: never /etc/shadow, /etc/ssl/private, ssh keys.
 ETC_COPY = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
-            "debian_version", "os-release", "bash.bashrc", "inputrc", "mime.types", "ssl", "gitconfig",
+            "debian_version", "os-release", "bash.bashrc", "inputrc", "mime.types", "ssl/certs", "gitconfig",
             "protocols", "services", "login.defs", "environment")
 MERGED_USR_LINKS = ("bin", "lib", "lib32", "lib64", "libx32", "sbin")
 
@@ -44,11 +48,15 @@ def prepare_host_layout(dir: Path, runtime_paths: list[str], uid: int, gid: int,
     shutil.rmtree(etc, ignore_errors=True)
     etc.mkdir()
     for name in ETC_COPY:
-        src = Path("/etc") / name
-        if src.is_symlink() or src.is_file():
-            shutil.copy2(src, etc / name, follow_symlinks=False)
-        elif src.is_dir():
-            shutil.copytree(src, etc / name, symlinks=True)
+        src, dst = Path("/etc") / name, etc / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if src.is_symlink() or src.is_file():
+                shutil.copy2(src, dst, follow_symlinks=False)
+            elif src.is_dir():
+                shutil.copytree(src, dst, symlinks=True)
+        except OSError as e:   # unreadable as non-root: the sandbox just goes without it
+            log.warning("not copying %s into the sandbox /etc: %s", src, e)
     (etc / "passwd").write_text(f"root:x:0:0:root:/root:/bin/bash\n{user}:x:{uid}:{gid}:sandbox:/root:/bin/bash\n"
                                 if uid != 0 else "root:x:0:0:root:/root:/bin/bash\n")
     (etc / "group").write_text(f"root:x:0:\n{user}:x:{gid}:\n" if gid != 0 else "root:x:0:\n")
