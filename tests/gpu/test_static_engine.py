@@ -1,0 +1,186 @@
+"""CPU tests of the GPU sampling engine (services/backend/gpu): the same code runs eagerly on CPU.
+
+Runs under .venv-control (torch + transformers; no peft needed) and .venv-runtime.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import TINY_PATH
+
+from services.backend.gpu.engine import EngineOptions, StaticEngine, _batch_buckets, _ctx_bucket
+from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
+from services.backend.gpu.sampling import choose
+from services.backend.gpu.weights import Qwen3Parts
+from services.backend.sampler import SampleSpec
+
+
+@pytest.fixture(scope="module")
+def hf(tiny_model):
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_pretrained(str(TINY_PATH), dtype=torch.float32).eval()
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(TINY_PATH))
+
+
+def _engine(hf, slots=8, ctx=256, dtype=torch.float32, **kw):
+    eng = StaticEngine(Qwen3Shape.from_hf_config(hf.config), "cpu", dtype, EngineOptions(max_slots=slots, max_context=ctx, **kw))
+    eng.load_weights("base", hf.to(dtype))
+    return eng
+
+
+def _ref_logprobs(hf, prompt, toks):
+    with torch.no_grad():
+        lg = hf(input_ids=torch.tensor(prompt + toks)[None]).logits[0].float()
+    lsm = torch.log_softmax(lg, -1)
+    return lsm[len(prompt) - 1 : -1].gather(-1, torch.tensor(toks)[:, None])[:, 0]
+
+
+@pytest.mark.parametrize("attention", ["bmm", "sdpa"])
+def test_qwen3_forward_matches_hf(hf, attention):
+    m = StaticQwen3(Qwen3Shape.from_hf_config(hf.config), "cpu", torch.float32, 4, 256, attention)
+    m.load(Qwen3Parts(hf))
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 8000, (3, 40), generator=g)
+    with torch.no_grad():
+        ref = hf(input_ids=ids).logits
+        assert torch.allclose(m.logits(m.prefill(ids, torch.tensor([0, 1, 2]))), ref, atol=1e-4)
+        lens = [30, 25, 20]  # rows at different positions in one decode batch, context bucket > lengths
+        for i, n in enumerate(lens):
+            m.prefill(ids[i : i + 1, :n], torch.tensor([i]))
+        pos = torch.tensor(lens)
+        for _ in range(10):
+            lg = m.decode(ids[torch.arange(3), pos], pos, 128)
+            assert torch.allclose(lg, ref[torch.arange(3), pos], atol=1e-4)
+            pos = pos + 1
+
+
+def test_sampled_logprobs_match_trainer_and_limits(hf, tok):
+    eng = _engine(hf)
+    specs = [SampleSpec(prompt=list(range(100, 120)), num_samples=4, max_tokens=30, seed=1),
+             SampleSpec(prompt=list(range(200, 250)), num_samples=3, max_tokens=20, temperature=0.7, top_p=0.9),
+             SampleSpec(prompt=list(range(300, 305)), num_samples=5, max_tokens=15, top_k=5, seed=3)]
+    res = eng.generate(specs, tok)  # 12 sequences > 8 slots: the third group waits for free slots
+    for s, r in zip(specs, res):
+        assert len(r.sequences) == s.num_samples
+        for toks, lps, reason in r.sequences:
+            assert len(toks) == s.max_tokens and reason == "length"
+            assert torch.allclose(_ref_logprobs(hf, s.prompt, toks), torch.tensor(lps), atol=1e-4)
+    assert eng.free == list(range(8)) and all(x is None for x in eng.slot_seq)
+
+
+def test_seed_reproducible_whatever_the_batch(hf, tok):
+    eng = _engine(hf)
+    spec = SampleSpec(prompt=list(range(10, 30)), num_samples=2, max_tokens=12, seed=42)
+    alone = eng.generate([spec], tok)[0].sequences
+    other = SampleSpec(prompt=list(range(500, 540)), num_samples=3, max_tokens=20)
+    mixed = eng.generate([other, spec], tok)[1].sequences
+    assert [s[0] for s in alone] == [s[0] for s in mixed]
+    assert alone[0][0] != alone[1][0]  # the samples of one request differ
+
+
+def test_greedy_stop_tokens_and_strings(hf, tok):
+    eng = _engine(hf)
+    prompt = list(range(40, 60))
+    greedy = eng.generate([SampleSpec(prompt=prompt, max_tokens=10, temperature=0.0)], tok)[0].sequences[0][0]
+    ref, cur = [], list(prompt)
+    with torch.no_grad():
+        for _ in range(10):
+            t = int(hf(input_ids=torch.tensor(cur)[None]).logits[0, -1].argmax())
+            ref.append(t)
+            cur.append(t)
+    assert greedy == ref
+    tiny_p = eng.generate([SampleSpec(prompt=prompt, max_tokens=10, top_p=1e-6, seed=5)], tok)[0].sequences[0][0]
+    assert tiny_p == ref
+    stop = eng.generate([SampleSpec(prompt=prompt, max_tokens=10, temperature=0.0, stop_token_ids={ref[3]})], tok)
+    toks, _, reason = stop[0].sequences[0]
+    assert reason == "stop" and toks == ref[: ref.index(ref[3]) + 1]
+    text = tok.decode(ref[:4])
+    s = eng.generate([SampleSpec(prompt=prompt, max_tokens=10, temperature=0.0, stop_strings=[text[-2:]])], tok)
+    toks, _, reason = s[0].sequences[0]
+    assert reason == "stop" and len(toks) <= 4 and text[-2:] in tok.decode(toks)
+
+
+def test_prompt_logprobs(hf, tok):
+    eng = _engine(hf)
+    prompt = list(range(70, 95))
+    r = eng.generate([SampleSpec(prompt=prompt, max_tokens=1, prompt_logprobs=True, topk_prompt_logprobs=3)], tok)[0]
+    with torch.no_grad():
+        lsm = torch.log_softmax(hf(input_ids=torch.tensor(prompt)[None]).logits[0].float(), -1)
+    ref = lsm[:-1].gather(-1, torch.tensor(prompt[1:])[:, None])[:, 0]
+    assert torch.isnan(torch.tensor(r.prompt_logprobs[0]))
+    assert torch.allclose(torch.tensor(r.prompt_logprobs[1:]), ref, atol=1e-4)
+    ids, lps = r.topk_prompt
+    assert ids.shape == (len(prompt), 3) and (ids[1:, 0] == lsm[:-1].argmax(-1).numpy()).all()
+
+
+def test_continuous_batching_poll(hf, tok):
+    """Requests arriving while the decode loop runs join it and finish through their callbacks."""
+    eng = _engine(hf, slots=4)
+    late = [SampleSpec(prompt=list(range(600 + 10 * i, 610 + 10 * i)), num_samples=2, max_tokens=8, seed=i) for i in range(3)]
+    got: dict[int, object] = {}
+    calls = {"n": 0}
+
+    def poll():
+        calls["n"] += 1
+        if calls["n"] in (3, 5, 7):
+            i = (calls["n"] - 3) // 2
+            return [(late[i], lambda r, i=i: got.__setitem__(i, r))]
+        return []
+
+    first = SampleSpec(prompt=list(range(10, 20)), num_samples=3, max_tokens=20, seed=9)
+    res = eng.generate([first], tok, poll=poll)
+    assert len(res[0].sequences) == 3 and sorted(got) == [0, 1, 2]
+    for i, s in enumerate(late):
+        alone = eng.generate([s], tok)[0].sequences
+        assert [q[0] for q in got[i].sequences] == [q[0] for q in alone]
+        for toks, lps, _ in got[i].sequences:
+            assert torch.allclose(_ref_logprobs(hf, s.prompt, toks), torch.tensor(lps), atol=1e-4)
+
+
+def test_bfloat16_engine_close_to_float32_trainer(hf, tok):
+    eng = _engine(hf, dtype=torch.bfloat16)
+    try:
+        spec = SampleSpec(prompt=list(range(100, 140)), num_samples=2, max_tokens=16, seed=0)
+        r = eng.generate([spec], tok)[0]
+    finally:
+        hf.to(torch.float32)
+    for toks, lps, _ in r.sequences:
+        d = _ref_logprobs(hf, spec.prompt, toks) - torch.tensor(lps)
+        assert float((d**2).mean()) < 0.01
+
+
+def test_sampling_distribution():
+    V, N = 6, 20000
+    logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -3.0]]).expand(N, V).contiguous()
+    seed, step, vidx = torch.arange(N, dtype=torch.int64) * 7919 + 5, torch.zeros(N, dtype=torch.int64), torch.arange(V)
+
+    def freq(temp, k, p, filt):
+        t, lp = choose(logits, torch.full((N,), temp), torch.full((N,), k, dtype=torch.long), torch.full((N,), p), seed,
+                       step, vidx, filt)
+        assert torch.allclose(lp, torch.log_softmax(logits, -1).gather(-1, t[:, None])[:, 0])
+        return torch.bincount(t, minlength=V).float() / N
+
+    p = torch.softmax(logits[0], -1)
+    assert (freq(1.0, -1, 1.0, False) - p).abs().max() < 0.015
+    assert (freq(0.5, -1, 1.0, False) - torch.softmax(logits[0] / 0.5, -1)).abs().max() < 0.015
+    k3 = freq(1.0, 3, 1.0, True)
+    assert k3[3:].sum() == 0 and (k3[:3] - torch.softmax(logits[0, :3], -1)).abs().max() < 0.015
+    p7 = freq(1.0, -1, 0.7, True)
+    assert p7[2:].sum() == 0 and abs(float(p7[0]) - float(p[0] / p[:2].sum())) < 0.015
+    assert freq(0.0, -1, 1.0, False)[0] == 1.0
+
+
+def test_buckets():
+    assert _batch_buckets(64)[:4] == [1, 2, 4, 8] and _batch_buckets(64)[-1] == 64
+    assert _batch_buckets(100)[-1] == 100 and all(b <= 100 for b in _batch_buckets(100))
+    assert _ctx_bucket(1, 4096) == 128 and _ctx_bucket(129, 4096) == 256 and _ctx_bucket(5000, 4096) == 4096
