@@ -184,3 +184,31 @@ def test_buckets():
     assert _batch_buckets(64)[:4] == [1, 2, 4, 8] and _batch_buckets(64)[-1] == 64
     assert _batch_buckets(100)[-1] == 100 and all(b <= 100 for b in _batch_buckets(100))
     assert _ctx_bucket(1, 4096) == 128 and _ctx_bucket(129, 4096) == 256 and _ctx_bucket(5000, 4096) == 4096
+
+
+def test_fused_token_logprobs_values_and_grads(hf):
+    """The CUDA training path (chunked lm_head + float32 log-softmax under checkpointing) equals the
+    plain logits route in value and gradient."""
+    from services.backend.gpu.logprobs import fused_token_logprobs
+    from services.backend.runtime import _gather_logprobs
+
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 8000, (2, 50), generator=g)
+    tgt = torch.randint(0, 8000, (2, 50), generator=g)
+    w = torch.rand(2, 50, generator=g)
+    for p in hf.parameters():
+        p.requires_grad_(True)
+    try:
+        ref = _gather_logprobs(hf(input_ids=ids).logits, tgt)
+        (ref * w).sum().backward()
+        gref = {n: p.grad.clone() for n, p in hf.named_parameters()}
+        hf.zero_grad(set_to_none=True)
+        out = fused_token_logprobs(hf, ids, tgt, chunk_tokens=32)  # chunks straddle the two rows
+        (out * w).sum().backward()
+        assert torch.allclose(out, ref, atol=1e-5)
+        for n, p in hf.named_parameters():
+            assert torch.allclose(p.grad, gref[n], atol=1e-5, rtol=1e-4), n
+    finally:
+        hf.zero_grad(set_to_none=True)
+        for p in hf.parameters():
+            p.requires_grad_(False)

@@ -1,0 +1,191 @@
+"""Sampling throughput of the static engine (services/backend/gpu) next to HF ``generate``, on
+random-init Qwen3-shaped models, plus logits/logprob agreement with HF and the trainer.
+
+    python3 bench/bench_gpu_sampling.py [--shapes 0.6b,4b] [--batches 1,16,64] [--json out.jsonl]
+
+Per shape and batch size b: b distinct random prompts of 512 tokens, 256 new tokens each
+(temperature 1, no stop), timed end to end (prefill + decode; graphs captured in a warm-up run
+that is not timed), decode-only tok/s, and the HBM bound: per decode step the weights (all but the
+embedding, which is only gathered) plus the KV cache of the live context are read once, at the
+measured copy bandwidth (and at the datasheet 4.8 TB/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import traceback
+
+import torch
+
+from bench_gpu_common import DEV, HBM_NOMINAL, Results, env_info, free_cuda, hbm_bandwidth, make_model, n_params, sync, timed
+
+from services.backend.gpu.engine import EngineOptions, StaticEngine
+from services.backend.gpu.logprobs import fused_token_logprobs
+from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
+from services.backend.gpu.weights import Qwen3Parts
+from services.backend.sampler import SampleSpec
+
+PROMPT, NEW = 512, 256
+
+
+def rand_prompts(n: int, length: int, seed: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 150000, (n, length), generator=g).tolist()
+
+
+def check_logits(model, shape: Qwen3Shape, R: Results, name: str) -> None:
+    """Engine prefill/decode logits vs HF forward (bf16 both), and its float32 log-softmax."""
+    m = StaticQwen3(shape, DEV, torch.bfloat16, 2, 512)
+    m.load(Qwen3Parts(model))
+    ids = torch.tensor(rand_prompts(2, 300, 1), device=DEV)
+    with torch.no_grad():
+        ref = model(input_ids=ids).logits.float()
+        pre = m.logits(m.prefill(ids[:, :292], torch.tensor([0, 1], device=DEV))).float()
+        dec = []
+        for p in range(292, 300):
+            pos = torch.full((2,), p, device=DEV)
+            dec.append(m.decode(ids[:, p], pos, 384).float())
+        dec = torch.stack(dec, 1)
+    r = ref[:, 292:300]
+
+    def rel(a, b):
+        return float((a - b).norm() / b.norm())
+
+    lp_a, lp_b = torch.log_softmax(dec, -1), torch.log_softmax(r, -1)
+    top = lp_b.argmax(-1)
+    R.add(bench="logits_vs_hf", shape=name, prefill_rel_err=rel(pre, ref[:, :292]), decode_rel_err=rel(dec, r),
+          decode_logprob_max_abs=float((lp_a - lp_b).abs().max()),
+          argmax_agree=float((lp_a.argmax(-1) == top).float().mean()))
+    del m
+
+
+def engine_run(eng: StaticEngine, specs: list[SampleSpec]):
+    for k in ("steps", "prefill_s", "decode_s", "tokens"):
+        eng.stats[k] = 0 if k in ("steps", "tokens") else 0.0
+    res, t = timed(eng.generate, specs, None)
+    return res, t, dict(eng.stats)
+
+
+def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float, attention: str = "bmm",
+                 graphs: bool = True, new: int | None = None, tag: str = ""):
+    new = new or NEW
+    eng = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=max(batches), max_context=PROMPT + NEW + 256,
+                                                                     attention=attention, cuda_graphs=graphs))
+    eng.load_weights("base", model)
+    w_bytes = shape.weight_bytes() - shape.vocab * shape.hidden * 2  # embedding rows are gathered, not streamed
+    kv_tok = shape.kv_bytes_per_token()
+    out = {}
+    for b in batches:
+        specs = [SampleSpec(prompt=p, max_tokens=new, seed=i) for i, p in enumerate(rand_prompts(b, PROMPT, 100 + b))]
+        t0 = time.perf_counter()
+        eng.generate(specs, None)  # warm-up: captures this run's graphs
+        warm = time.perf_counter() - t0
+        res, t, st = engine_run(eng, specs)
+        toks = sum(len(s[0]) for r in res for s in r.sequences)
+        dec_tok_s = st["tokens"] / st["decode_s"]
+        step_s = st["decode_s"] / max(st["steps"], 1)
+        kv_avg = b * (PROMPT + new / 2) * kv_tok
+        bound = b / ((w_bytes + kv_avg) / bw)
+        bound_w = b / (w_bytes / HBM_NOMINAL)
+        R.add(bench="sampling", engine=f"static{tag}", attention=attention, graphs=graphs, shape=name, batch=b, new=new,
+              tok_s=toks / t, decode_tok_s=dec_tok_s, step_ms=1e3 * step_s, prefill_s=st["prefill_s"], total_s=t,
+              warmup_s=warm, graphs_captured=eng.stats["graph_captures"], hbm_bound_tok_s=bound,
+              frac_of_bound=dec_tok_s / bound, weights_only_bound_4p8=bound_w, frac_of_weights_bound=dec_tok_s / bound_w)
+        out[b] = res
+    return eng, out
+
+
+def logprob_agreement(model, res, prompts_seed: int, b: int, R: Results, name: str) -> None:
+    prompts = rand_prompts(b, PROMPT, prompts_seed)
+    seqs = [(p, r.sequences[0][0], r.sequences[0][1]) for p, r in zip(prompts, res)]
+    ids = torch.tensor([p + t[:-1] for p, t, _ in seqs], device=DEV)
+    tgt = torch.tensor([p[1:] + t for p, t, _ in seqs], device=DEV)
+    with torch.no_grad():
+        lp = fused_token_logprobs(model, ids, tgt)[:, PROMPT - 1 :].float().cpu()
+    samp = torch.tensor([l for _, _, l in seqs])
+    d = lp - samp
+    R.add(bench="logprobs_vs_trainer", shape=name, batch=b, tokens=d.numel(), mean_abs=float(d.abs().mean()),
+          max_abs=float(d.abs().max()), mse=float((d**2).mean()), mean_logprob=float(samp.mean()))
+
+
+def hf_generate(model, R: Results, name: str, b: int, new: int) -> None:
+    ids = torch.tensor(rand_prompts(b, PROMPT, 7), device=DEV)
+    kw = dict(attention_mask=torch.ones_like(ids), do_sample=True, top_k=0, top_p=1.0, temperature=1.0, pad_token_id=0)
+    with torch.no_grad():
+        model.generate(input_ids=ids, max_new_tokens=4, min_new_tokens=4, **kw)
+        out, t = timed(model.generate, input_ids=ids, max_new_tokens=new, min_new_tokens=new, **kw)
+    toks = (out.shape[1] - PROMPT) * b
+    R.add(bench="sampling", engine="hf_generate", shape=name, batch=b, new=new, tok_s=toks / t, total_s=t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="0.6b,4b")
+    ap.add_argument("--batches", default="1,16,64")
+    ap.add_argument("--hf", default="1:64,16:64,64:256", help="HF generate runs, batch:new_tokens (empty: none)")
+    ap.add_argument("--variants", default="sdpa,nographs,grpo", help="extra engine runs at the largest batch")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--new", type=int, default=256)
+    a = ap.parse_args()
+    globals().update(PROMPT=a.prompt, NEW=a.new)
+    R = Results(a.json)
+    R.add(bench="env", **env_info())
+    bw = hbm_bandwidth()
+    R.add(bench="hbm_copy_bandwidth", bytes_per_s=bw)
+    batches = [int(x) for x in a.batches.split(",")]
+    for name in a.shapes.split(","):
+        model = make_model(name)
+        shape = Qwen3Shape.from_hf_config(model.config)
+        R.add(bench="model", shape=name, params=n_params(model), weight_bytes=shape.weight_bytes(),
+              kv_bytes_per_token=shape.kv_bytes_per_token())
+        for step in ("logits", "engine", "variants", "hf"):
+            try:
+                if step == "logits":
+                    check_logits(model, shape, R, name)
+                elif step == "engine":
+                    eng, out = bench_engine(model, shape, R, name, batches, bw)
+                    lb = 16 if 16 in out else batches[-1]
+                    logprob_agreement(model, out[lb], 100 + lb, lb, R, name)
+                    del eng, out
+                    free_cuda()
+                elif step == "variants":
+                    B = batches[-1]
+                    for v in a.variants.split(","):
+                        if v == "sdpa":
+                            e, _ = bench_engine(model, shape, R, name, [B], bw, attention="sdpa")
+                        elif v == "nographs":
+                            e, _ = bench_engine(model, shape, R, name, [B], bw, graphs=False, new=32)
+                        elif v == "grpo":  # 8 prompts x 8 samples: one prefill per prompt, KV copied to 8 slots
+                            e = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=64, max_context=1024))
+                            e.load_weights("base", model)
+                            specs = [SampleSpec(prompt=p, num_samples=8, max_tokens=NEW, seed=i)
+                                     for i, p in enumerate(rand_prompts(8, PROMPT, 5))]
+                            e.generate(specs, None)
+                            res, t, st = engine_run(e, specs)
+                            R.add(bench="sampling", engine="static_grpo_8x8", shape=name, batch=64, new=NEW,
+                                  tok_s=64 * NEW / t, prefill_s=st["prefill_s"], total_s=t,
+                                  decode_tok_s=st["tokens"] / st["decode_s"])
+                        else:
+                            continue
+                        del e
+                        free_cuda()
+                elif step == "hf" and a.hf:
+                    for spec in a.hf.split(","):
+                        b, n = (int(x) for x in spec.split(":"))
+                        hf_generate(model, R, name, b, n)
+            except Exception as ex:  # noqa: BLE001  (keep the other measurements)
+                traceback.print_exc()
+                R.add(bench="error", shape=name, step=step, error=f"{type(ex).__name__}: {ex}"[:500])
+                free_cuda()
+        del model
+        free_cuda()
+    print("\n== sampling summary ==")
+    for r in R.rows:
+        if r.get("bench") in ("sampling", "logprobs_vs_trainer", "logits_vs_hf", "error"):
+            print({k: v for k, v in r.items() if k not in ("bench",)})
+
+
+if __name__ == "__main__":
+    main()

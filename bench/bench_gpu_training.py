@@ -1,0 +1,193 @@
+"""Training throughput and MFU of the runtime (Runtime.forward_backward + optim_step, no HTTP) next
+to plain HF + PyTorch AdamW, on random-init Qwen3-shaped models, sequence length 2048.
+
+    python3 bench/bench_gpu_training.py [--shapes 0.6b,4b] [--batch 8] [--json out.jsonl] [--profile prof.txt]
+
+MFU = 6 * N * tokens/s / 989e12 (N = all parameters, the datasheet dense bf16 rate; attention FLOPs not
+counted). Configurations (each: 1 warm-up step, then --steps timed steps of batch x 2048 tokens):
+  hf_plain        model(ids).logits -> float32 cross-entropy -> backward -> torch.optim.AdamW (foreach)
+  runtime         the backend's path: token-count micro-batches, chunked lm_head + float32 log-softmax,
+                  fused AdamW; with and without gradient checkpointing
+  *_lora          rank-32 LoRA on all linear layers incl. lm_head (peft), same paths
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bench_gpu_common import DEV, PEAK_BF16, Results, env_info, free_cuda, make_model, n_params, sync
+
+from services.backend.codec import Datum, FwdBwdRequest
+from services.backend.runtime import BaseModel, ModelInfo, Runtime, TrainableModel, TrainConfig, _enable_grad_ckpt
+
+T = 2048
+ADAM = dict(learning_rate=1e-6, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.0, grad_clip_norm=1.0)
+
+
+def data(batch: int, vocab: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, min(vocab, 150000), size=T + 1) for _ in range(batch)]
+
+
+def peak_gb() -> float:
+    return torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else 0.0
+
+
+def run_steps(step, steps: int) -> float:
+    step()  # warm-up (allocator, cuBLAS, optimizer state)
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    return (time.perf_counter() - t0) / steps
+
+
+def hf_plain(model, seqs, lora: bool, gc: bool):
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-6)
+    ids = torch.tensor(np.stack([s[:-1] for s in seqs]), device=DEV)
+    tgt = torch.tensor(np.stack([s[1:] for s in seqs]), device=DEV)
+    if gc:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_disable()
+    model.train(gc)
+
+    def step():
+        logits = model(input_ids=ids, use_cache=False).logits
+        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), tgt.view(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step, opt
+
+
+def make_runtime(model, name: str, gc: bool, mb_tokens: int, tmp: str) -> Runtime:
+    rt = Runtime([], Path(tmp), device=DEV, dtype="bfloat16", max_tokens_per_microbatch=mb_tokens, sampler="hf",
+                 gradient_checkpointing=False)
+    base = object.__new__(BaseModel)
+    base.name, base.path, base.device, base.dtype, base.tokenizer = name, "", torch.device(DEV), torch.bfloat16, None
+    base.hf, base.peft, base.active_adapter = model, None, None
+    base.info = ModelInfo(name, model.config.vocab_size, 32768, [151645])
+    rt.bases[name] = base
+    rt.gradient_checkpointing = gc
+    if gc:
+        _enable_grad_ckpt(model)
+    else:
+        model.gradient_checkpointing_disable()
+    return rt
+
+
+def runtime_step(rt: Runtime, model, name: str, seqs, lora: bool):
+    if lora:
+        tm = rt.create_model("m", TrainConfig(name, rank=32, seed=0))
+    else:
+        params = list(model.parameters())
+        for p in params:
+            p.requires_grad_(True)
+        tm = TrainableModel("m", TrainConfig(name, rank=0), None, model, rt._make_optimizer(params), params)
+        rt.trainables["m"] = tm
+    reqdata = [Datum(s[:-1].astype(np.int64), {"target_tokens": s[1:].astype(np.int64),
+                                               "weights": np.ones(T, np.float32)}) for s in seqs]
+    seq = [0]
+
+    def step():
+        seq[0] += 1
+        rt.forward_backward(FwdBwdRequest("m", seq[0], "cross_entropy", {}, False, reqdata))
+        rt.optim_step("m", ADAM)
+
+    return step, tm
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="0.6b,4b")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--configs", default="hf_plain:gc,runtime:gc:16384,runtime:nogc:4096,runtime:nogc:8192,"
+                                         "runtime_lora:nogc:8192,runtime_lora:gc:16384,hf_plain_lora:gc")
+    ap.add_argument("--seq", type=int, default=T)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--profile", default=None, help="write a torch.profiler table of one step of --profile-config")
+    ap.add_argument("--profile-config", default="4b/runtime:nogc:8192")
+    a = ap.parse_args()
+    globals()["T"] = a.seq
+    R = Results(a.json)
+    R.add(bench="env", **env_info())
+    for name in a.shapes.split(","):
+        seqs = data(a.batch, 151936)
+        model = make_model(name)
+        N = n_params(model)
+        for cfg in a.configs.split(","):
+            parts = cfg.split(":")
+            kind, gc = parts[0], parts[1] == "gc"
+            mb = int(parts[2]) if len(parts) > 2 else a.batch * T
+            lora = kind.endswith("_lora")
+            free_cuda()
+            try:
+                with tempfile.TemporaryDirectory() as tmp:
+                    if kind.startswith("hf_plain"):
+                        if lora:
+                            from peft import LoraConfig, get_peft_model
+
+                            for p in model.parameters():
+                                p.requires_grad_(False)
+                            model = get_peft_model(model, LoraConfig(r=32, lora_alpha=32, target_modules=[
+                                "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"]))
+                        else:
+                            for p in model.parameters():
+                                p.requires_grad_(True)
+                        step, opt = hf_plain(model, seqs, lora, gc)
+                        holder = opt
+                    else:
+                        rt = make_runtime(model, name, gc, mb, tmp)
+                        step, holder = runtime_step(rt, model, name, seqs, lora)
+                    dt = run_steps(step, a.steps)
+                    tok_s = a.batch * T / dt
+                    R.add(bench="training", shape=name, config=cfg, lora=lora, grad_ckpt=gc, microbatch_tokens=mb,
+                          params=N, tokens_per_step=a.batch * T, step_s=dt, tok_s=tok_s, mfu_6N=6 * N * tok_s / PEAK_BF16,
+                          peak_gb=peak_gb())
+                    if a.profile and f"{name}/{cfg}" == a.profile_config:
+                        from torch.profiler import ProfilerActivity, profile
+
+                        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                            step()
+                            sync()
+                        tab = prof.key_averages().table(sort_by="cuda_time_total", row_limit=40)
+                        Path(a.profile).write_text(f"{name} {cfg} step {dt:.3f}s\n{tab}\n")
+                        print(tab[:6000])
+                    del step, holder
+                    if not kind.startswith("hf_plain"):
+                        rt.trainables.clear()
+                        del rt
+            except Exception as ex:  # noqa: BLE001
+                traceback.print_exc()
+                R.add(bench="error", shape=name, config=cfg, error=f"{type(ex).__name__}: {ex}"[:400], peak_gb=peak_gb())
+            for p in model.parameters():
+                p.grad = None
+            if lora:  # peft wrapped the model in place: continue with a fresh one
+                del model
+                free_cuda()
+                model = make_model(name)
+        del model
+        free_cuda()
+    print("\n== training summary ==")
+    for r in R.rows:
+        if r.get("bench") in ("training", "error"):
+            print({k: v for k, v in r.items() if k not in ("bench", "params")})
+
+
+if __name__ == "__main__":
+    main()
