@@ -34,7 +34,7 @@ from .grading import parse_pytest_log
 from .swe import unified_diff, write_swe_task
 
 PASSING = ("PASSED", "XFAIL")
-SYNTH_VERSION = 3  # bump when the generated tasks change for the same repo and seed
+SYNTH_VERSION = 4  # bump when the generated tasks change for the same repo and seed
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ def run_pytest(repo: Path, test_paths: list[str], pythonpath: str, timeout: floa
     cmd = pytest_cmd(test_paths)
     cmd[0] = sys.executable
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHONPATH": pythonpath}
+           "PYTHONHASHSEED": "0", "PYTHONPATH": pythonpath}  # same environment as grading.run_tests
     try:
         r = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as e:

@@ -107,7 +107,8 @@ def run_tests(config: dict, workspace: Path, log_path: Path) -> tuple[str, int |
     if cmd[0] in ("python", "python3"):
         cmd[0] = sys.executable  # the interpreter test.sh chose (it has pytest)
     env = dict(os.environ)
-    env.update({"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    # fixed hash seed: some suites build parametrize ids from sets, and ids must match the task's
+    env.update({"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"})
     env.update({k: str(v) for k, v in config.get("test_env", {}).items()})
     timeout = float(config.get("timeout_sec", 300))
     t0 = time.monotonic()
