@@ -1,0 +1,15 @@
+"""Harbor task library (docs/tasks.md).
+
+task.py        load_task / load_dataset, TaskError (file + field)
+config.py      task.toml schema (Harbor TaskConfig 1.4)
+verifier.py    verify(sandbox, task) -> VerifyResult (reward files, timeouts, report.json)
+grading.py     SWE-bench-style FAIL_TO_PASS / PASS_TO_PASS grader (copied into tasks as tests/grade.py)
+workspace.py   scrubbed single-commit workspace bases, history leak checks
+prepare.py     validate_task (gold = 1, empty = 0, no leak), prepare_tasks + manifest
+swe.py         writer of SWE-style task dirs
+adapters.py    SWE-bench / R2E-Gym instance -> task dir
+synth.py       seeded bug injection into any local Python repo
+micro.py       the built-in micro set (specs + generator); real.py: the real set recipe runner
+hostsandbox.py dev/test Sandbox over a temp dir (NO isolation)
+cli.py         prepare_sandbox.py
+"""
