@@ -84,9 +84,10 @@ def values(args, out: Path) -> dict[str, str]:
         "admin_port": str(args.admin_port),
         "api_key": args.api_key or os.environ.get("TINKER_API_KEY") or _secret(out, "api_key", lambda: f"tml-local-{secrets.token_hex(12)}"),
         "sandbox_key": args.sandbox_key or _secret(out, "sandbox_key", lambda: f"sbx-{secrets.token_hex(12)}"),
-        "sandbox_backend": "rock" if args.rock_base_url else args.sandbox_backend,
-        "rock_base_url": args.rock_base_url or f"http://127.0.0.1:{args.admin_port}",
-        "rock_cluster": args.rock_cluster or "local",
+        "sandbox_flavor": "rock" if (args.rock_base_url or args.sandbox_backend == "rock") else "local",
+        "sandbox_base_url": args.rock_base_url or f"http://127.0.0.1:{args.admin_port}",
+        "admin_backend": "docker" if args.sandbox_backend == "docker" else "local",
+        "rock_cluster": args.rock_cluster or "null",
         "rollout_only": "true" if args.rollout_only else "false",
     }
     if not v["api_key"].startswith("tml-"):
