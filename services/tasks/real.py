@@ -71,6 +71,14 @@ def build_real(out_root: Path, recipe_path: Path = RECIPE, only: list[str] | Non
     tasks_dir.mkdir(parents=True, exist_ok=True)
     stamps = tasks_dir / ".stamps"
     stamps.mkdir(exist_ok=True)
+    if not only:  # drop tasks of packages no longer in the recipe
+        names = {p["name"] for p in recipe["packages"]}
+        for d in tasks_dir.glob(f"{org}__*"):
+            if d.name[len(org) + 2:].rsplit("-", 1)[0] not in names:
+                shutil.rmtree(d)
+        for st in stamps.glob("*.json"):
+            if st.stem not in names:
+                st.unlink()
     for pkg in recipe["packages"]:
         if only and pkg["name"] not in only:
             continue
