@@ -303,7 +303,8 @@ class Runtime:
             # HF checkpoints layers only in train mode (Qwen3 has no dropout: no other effect)
             module.train(self.gradient_checkpointing and not req.forward_only)
             with ctx:
-                lps = token_logprobs(module, [d.tokens for d in batch], [d.inputs["target_tokens"] for d in batch], dev)
+                act = None if req.forward_only else [_active_positions(req.loss_fn, d.inputs) for d in batch]
+                lps = token_logprobs(module, [d.tokens for d in batch], [d.inputs["target_tokens"] for d in batch], dev, act)
                 loss = torch.zeros((), device=dev, dtype=torch.float32)
                 for i, d, lp in zip(mb, batch, lps):
                     x = {k: torch.as_tensor(np.asarray(v, dtype=np.float32), device=dev)
@@ -493,7 +494,7 @@ class Runtime:
 
 # ---------------------------------------------------------------------- math helpers
 def token_logprobs(module: torch.nn.Module, inputs: list[np.ndarray], targets: list[np.ndarray],
-                   device: torch.device) -> list[torch.Tensor]:
+                   device: torch.device, active: list[np.ndarray] | None = None) -> list[torch.Tensor]:
     """Per-token log p(target_i | input_<=i) for a batch of sequences (right-padded; causal
     attention makes the padding invisible to real tokens). Float32 log-softmax."""
     lens = [len(x) for x in inputs]
@@ -504,7 +505,12 @@ def token_logprobs(module: torch.nn.Module, inputs: list[np.ndarray], targets: l
         ids[i, : len(x)] = torch.as_tensor(np.asarray(x, dtype=np.int64))
         tgt[i, : len(y)] = torch.as_tensor(np.asarray(y, dtype=np.int64))
     ids, tgt = ids.to(device), tgt.to(device)
-    if device.type == "cuda":  # lm_head + log-softmax per token chunk: memory bounded whatever the vocab
+    if active is not None and torch.is_grad_enabled():
+        act = torch.zeros((len(inputs), T), dtype=torch.bool)
+        for i, a in enumerate(active):
+            act[i, : len(a)] = torch.as_tensor(np.asarray(a, dtype=bool))
+        lp = _active_logprobs(module, ids, tgt, act.to(device))
+    elif device.type == "cuda":  # lm_head + log-softmax per token chunk: memory bounded whatever the vocab
         from .gpu.logprobs import fused_token_logprobs
 
         lp = fused_token_logprobs(module, ids, tgt)
@@ -523,8 +529,66 @@ def _gather_logprobs(logits: torch.Tensor, tgt: torch.Tensor, chunk: int = 1024)
     return torch.cat(outs, dim=1)
 
 
+def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tensor, act: torch.Tensor,
+                     chunk_tokens: int = 2048) -> torch.Tensor:
+    """Logprobs of every position, with gradient only where ``act`` is set.
+
+    Positions whose loss has zero gradient (prompt/observation tokens: weight 0 or advantage 0)
+    need their logprob as an output but not its backward. The unembedding + log-softmax over
+    the vocabulary dominates small models (and the memory of large-vocabulary ones), so it runs
+    without autograd for all positions and with autograd only for the active ones. Values are
+    the same computation either way."""
+    hf = module.get_base_model() if hasattr(module, "get_base_model") else module
+    hidden = hf.model(input_ids=ids, use_cache=False).last_hidden_state
+    B, T, H = hidden.shape
+    h, t, a = hidden.reshape(B * T, H), tgt.reshape(B * T), act.reshape(B * T)
+    head = hf.lm_head
+
+    def chunk(hs: torch.Tensor, ts: torch.Tensor) -> torch.Tensor:
+        lg = head(hs).float()
+        return lg.gather(-1, ts[:, None])[:, 0] - torch.logsumexp(lg, dim=-1)
+
+    with torch.no_grad():
+        w, bias = _merged_linear(head)  # LoRA folded into one matrix: one matmul, no [N, V] adds
+
+        def nograd_chunk(hs: torch.Tensor, ts: torch.Tensor) -> torch.Tensor:
+            lg = torch.nn.functional.linear(hs, w, bias).float()
+            return lg.gather(-1, ts[:, None])[:, 0] - torch.logsumexp(lg, dim=-1)
+
+        lp = torch.cat([nograd_chunk(h[s: s + chunk_tokens], t[s: s + chunk_tokens]) for s in range(0, B * T, chunk_tokens)])
+    idx = a.nonzero()[:, 0]
+    if idx.numel():
+        ha, ta = h.index_select(0, idx), t.index_select(0, idx)
+        lpa = torch.cat([chunk(ha[s: s + chunk_tokens], ta[s: s + chunk_tokens]) for s in range(0, len(idx), chunk_tokens)])
+        lp = lp.index_put((idx,), lpa)
+    return lp.view(B, T)
+
+
+def _merged_linear(layer: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(weight, bias) of a Linear, with the active peft LoRA adapters added in (no grad)."""
+    base = getattr(layer, "base_layer", None)
+    if base is None:
+        return layer.weight, layer.bias
+    w = base.weight
+    if not getattr(layer, "disable_adapters", False) and not getattr(layer, "merged", False):
+        for name in getattr(layer, "active_adapters", []):
+            if name in getattr(layer, "lora_A", {}):
+                w = w + layer.get_delta_weight(name).to(w.dtype)
+    return w, base.bias
+
+
 def _enable_grad_ckpt(module: torch.nn.Module) -> None:
     module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def _active_positions(loss_fn: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    """Where the loss can have a non-zero gradient: weight != 0, and for the advantage-weighted
+    losses (everything but cross_entropy and dro's quadratic term) advantage != 0 as well."""
+    n = len(inputs["target_tokens"])
+    act = np.ones(n, dtype=bool) if "weights" not in inputs else np.asarray(inputs["weights"]) != 0
+    if loss_fn in ("importance_sampling", "ppo", "cispo"):
+        act &= np.asarray(inputs["advantages"]) != 0
+    return act
 
 
 def _microbatches(order: list[int], lens: list[int], max_tokens: int) -> list[list[int]]:
