@@ -79,7 +79,9 @@ def values(args, out: Path) -> dict[str, str]:
         "device": device,
         "dtype": args.dtype or ("bfloat16" if gpu else "float32"),
         "threads": str(args.threads),
-        "microbatch_tokens": str(args.microbatch_tokens or (65536 if gpu else 8192)),
+        "microbatch_tokens": str(args.microbatch_tokens or (16384 if gpu else 8192)),
+        "grad_ckpt": "true" if gpu else "false",
+        "sampler_options": "{kv_cache_gb: %s, max_context: %d}" % (args.kv_cache_gb, args.sampler_context) if gpu else "{}",
         "backend_port": str(args.port),
         "admin_port": str(args.admin_port),
         "api_key": args.api_key or os.environ.get("TINKER_API_KEY") or _secret(out, "api_key", lambda: f"tml-local-{secrets.token_hex(12)}"),
@@ -112,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"], help="weights dtype (default: float32 on CPU, bfloat16 on GPU)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads for the backend (default 1)")
     ap.add_argument("--microbatch-tokens", type=int, default=None, help="forward_backward micro-batch size in tokens")
+    ap.add_argument("--kv-cache-gb", type=float, default=40.0, help="GPU: sampler KV-cache budget in GB (default 40)")
+    ap.add_argument("--sampler-context", type=int, default=16384, help="GPU: tokens per sampler slot (default 16384; longer requests use the HF sampler)")
     ap.add_argument("--port", type=int, default=19210, help="backend port (default 19210)")
     ap.add_argument("--admin-port", type=int, default=18080, help="sandbox manager port (default 18080)")
     ap.add_argument("--api-key", default=None, help="backend API key (default: $TINKER_API_KEY or a random tml-… key)")

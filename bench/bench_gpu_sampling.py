@@ -27,6 +27,7 @@ from services.backend.gpu.weights import Qwen3Parts
 from services.backend.sampler import SampleSpec
 
 PROMPT, NEW = 512, 256
+COMPILE = None  # engine default: compile the fused pieces on CUDA
 
 
 def rand_prompts(n: int, length: int, seed: int) -> list[list[int]]:
@@ -71,7 +72,8 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
                  graphs: bool = True, new: int | None = None, tag: str = ""):
     new = new or NEW
     eng = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=max(batches), max_context=PROMPT + NEW + 256,
-                                                                     attention=attention, cuda_graphs=graphs))
+                                                                     attention=attention, cuda_graphs=graphs,
+                                                                     compile=COMPILE))
     eng.load_weights("base", model)
     w_bytes = shape.weight_bytes() - shape.vocab * shape.hidden * 2  # embedding rows are gathered, not streamed
     kv_tok = shape.kv_bytes_per_token()
@@ -88,7 +90,8 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
         kv_avg = b * (PROMPT + new / 2) * kv_tok
         bound = b / ((w_bytes + kv_avg) / bw)
         bound_w = b / (w_bytes / HBM_NOMINAL)
-        R.add(bench="sampling", engine=f"static{tag}", attention=attention, graphs=graphs, shape=name, batch=b, new=new,
+        R.add(bench="sampling", engine=f"static{tag}", attention=attention, graphs=graphs, compiled=eng.model.compiled,
+              compile_s=eng.stats.get("compile_s"), shape=name, batch=b, new=new,
               tok_s=toks / t, decode_tok_s=dec_tok_s, step_ms=1e3 * step_s, prefill_s=st["prefill_s"], total_s=t,
               warmup_s=warm, graphs_captured=eng.stats["graph_captures"], hbm_bound_tok_s=bound,
               frac_of_bound=dec_tok_s / bound, weights_only_bound_4p8=bound_w, frac_of_weights_bound=dec_tok_s / bound_w)
@@ -128,8 +131,9 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--new", type=int, default=256)
+    ap.add_argument("--no-compile", action="store_true")
     a = ap.parse_args()
-    globals().update(PROMPT=a.prompt, NEW=a.new)
+    globals().update(PROMPT=a.prompt, NEW=a.new, COMPILE=False if a.no_compile else None)
     R = Results(a.json)
     R.add(bench="env", **env_info())
     bw = hbm_bandwidth()
@@ -158,7 +162,8 @@ def main() -> None:
                         elif v == "nographs":
                             e, _ = bench_engine(model, shape, R, name, [B], bw, graphs=False, new=32)
                         elif v == "grpo":  # 8 prompts x 8 samples: one prefill per prompt, KV copied to 8 slots
-                            e = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=64, max_context=1024))
+                            e = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=64, max_context=1024,
+                                                                                        compile=COMPILE))
                             e.load_weights("base", model)
                             specs = [SampleSpec(prompt=p, num_samples=8, max_tokens=NEW, seed=i)
                                      for i, p in enumerate(rand_prompts(8, PROMPT, 5))]

@@ -61,6 +61,7 @@ class EngineOptions:
     max_context: int = 4096
     prefill_tokens: int = 16384          # padded prompt tokens per prefill forward
     cuda_graphs: bool | None = None      # None: on CUDA only
+    compile: bool | None = None          # torch.compile the elementwise pieces (None: on CUDA only)
     attention: str = "bmm"               # bmm | sdpa (decode attention)
 
     @classmethod
@@ -120,6 +121,32 @@ class StaticEngine:
         self.stats = {"steps": 0, "prefill_s": 0.0, "decode_s": 0.0, "graph_captures": 0, "capture_s": 0.0,
                       "tokens": 0, "weight_loads": 0, "weight_load_s": 0.0}
         self._dirty = True
+        self._choose = choose
+        want_compile = (self.device.type == "cuda") if opts.compile is None else bool(opts.compile)
+        if want_compile:
+            self._enable_compile()
+
+    def _enable_compile(self) -> None:
+        """Compile the fusable pieces now (a 2-token prefill and a 2-row decode step trigger it), so
+        that graph capture never compiles; on any failure fall back to eager pieces."""
+        t0 = time.perf_counter()
+        try:
+            self.model.enable_compile(True)
+            self._choose = torch.compile(choose, dynamic=True)
+            with torch.no_grad():
+                m, dev = self.model, self.device
+                z = lambda: torch.zeros(3, dtype=torch.int64, device=dev)  # noqa: E731  (3: no 0/1 specialisation)
+                m.prefill(torch.zeros(1, 3, dtype=torch.int64, device=dev), torch.zeros(1, dtype=torch.int64, device=dev))
+                lg = m.decode(z(), z(), 128)
+                for filt in (False, True):
+                    self._choose(lg, torch.ones(3, device=dev), z() - 1, torch.ones(3, device=dev), z(), z(), self.vidx, filt)
+            self.stats["compile_s"] = time.perf_counter() - t0
+            log.info("static engine: compiled the fused pieces in %.1fs", self.stats["compile_s"])
+        except Exception as e:  # noqa: BLE001
+            log.warning("static engine: torch.compile failed (%s: %s); running the pieces eagerly", type(e).__name__, e)
+            self.model.enable_compile(False)
+            self._choose = choose
+            self.stats["compile_error"] = f"{type(e).__name__}: {e}"[:300]
 
     # ------------------------------------------------------------------ weights
     def load_weights(self, weights_id: Any, module: torch.nn.Module, adapter: str | None = None) -> None:
@@ -244,7 +271,7 @@ class StaticEngine:
         seed = torch.tensor([r.seed for r in rows], dtype=torch.int64, device=dev)
         step = torch.zeros(len(rows), dtype=torch.int64, device=dev)
         filtered = any((s.top_k > 1) or (s.top_p < 1.0) for s in sp)
-        tok, lp = choose(last.index_select(0, src), temp, topk, topp, seed, step, self.vidx, filtered)
+        tok, lp = self._choose(last.index_select(0, src), temp, topk, topp, seed, step, self.vidx, filtered)
         tok, lp = tok.cpu().tolist(), lp.cpu().tolist()
         for sq, t, l in zip(rows, tok, lp):
             s = sq.req.spec
@@ -316,8 +343,8 @@ class StaticEngine:
         d = self.d
         tok, pos = d["tok"][:b], d["pos"][:b]
         logits = self.model.decode(tok, pos, ctx)
-        t, lp = choose(logits, d["temp"][:b], d["topk"][:b], d["topp"][:b], d["seed"][:b], d["step"][:b], self.vidx,
-                       filtered)
+        t, lp = self._choose(logits, d["temp"][:b], d["topk"][:b], d["topp"][:b], d["seed"][:b], d["step"][:b],
+                             self.vidx, filtered)
         self.o_tok[:b].copy_(t)
         self.o_lp[:b].copy_(lp)
         act = d["active"][:b]
