@@ -93,7 +93,7 @@ def cmd_prepare(argv: list[str]) -> int:
         manifest = asyncio.run(prepare_tasks(
             ds.tasks, a.out, validate=a.validate, factory=factory, jobs=a.jobs, force=a.force,
             load_errors=ds.errors, progress=not a.no_progress, verifier_timeout=a.verifier_timeout,
-            dataset=name))
+            dataset=name, prune=a.split is None))
         excluded += sum(1 for e in manifest["tasks"].values() if e.get("excluded") and e.get("dataset") == name)
     return 1 if (a.strict and excluded) else 0
 

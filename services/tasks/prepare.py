@@ -12,7 +12,8 @@
 * ``excluded`` / ``reason``: tasks that failed to load, build or validate.
 
 Re-runs are idempotent: a task whose ``task_hash`` is unchanged, whose base still exists and
-(with ``--validate``) that was already validated is skipped (``--force`` redoes it).
+(with ``--validate``) that was already validated is skipped (``--force`` redoes it). With ``prune``,
+entries of the same dataset that are no longer in it are dropped.
 
 Validation uses any sandbox: ``factory(base_dir) -> Sandbox`` (awaitable). The dev default is
 ``services.tasks.hostsandbox.host_sandbox_factory``; the sandbox manager's client plugs in here.
@@ -148,7 +149,7 @@ async def prepare_tasks(tasks: list[Task], out_dir: Path, *, validate: bool = Fa
                         factory: SandboxFactory | None = None, jobs: int = 2, force: bool = False,
                         load_errors: list[tuple[Path, str]] = (), progress: bool = True,
                         verifier_timeout: float | None = None, dataset: str | None = None,
-                        log: Callable[[str], None] = print) -> dict[str, Any]:
+                        prune: bool = False, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Build (and validate) every task; update and return the manifest. See module docstring."""
     out_dir = Path(out_dir)
     bases = out_dir / "bases"
@@ -159,6 +160,10 @@ async def prepare_tasks(tasks: list[Task], out_dir: Path, *, validate: bool = Fa
         from .hostsandbox import host_sandbox_factory
         factory = host_sandbox_factory
 
+    if prune and dataset is not None:  # forget tasks that left this dataset
+        current = {t.slug for t in tasks}
+        for key in [k for k, e in entries.items() if e.get("dataset") == dataset and k not in current]:
+            del entries[key]
     for path, reason in load_errors:
         entries[f"invalid:{path}"] = {"path": str(path), "excluded": True, "reason": reason, "dataset": dataset}
 
