@@ -66,13 +66,15 @@ def truncate_observation(text: str, limit: int) -> str:
 
 class SWEAgent:
     def __init__(self, policy: Policy, tokenizer, budgets: Budgets | None = None, tools: list[str] | None = None,
-                 system_prompt: str = SYSTEM_PROMPT, test_command: str = "python -m pytest -q -x -p no:cacheprovider"):
+                 system_prompt: str = SYSTEM_PROMPT, test_command: str = "python -m pytest -q -x -p no:cacheprovider",
+                 compact_schemas: bool = False):
         self.policy = policy
         self.tok = tokenizer
         self.budgets = budgets or Budgets()
         self.tool_names = tools
         self.system_prompt = system_prompt
         self.test_command = test_command
+        self.compact_schemas = compact_schemas
         self.eos_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
 
     # ---- rendering
@@ -89,7 +91,8 @@ class SWEAgent:
     # ---- the loop
     async def run(self, instruction: str, sandbox: Sandbox, task_id: str = "") -> Trajectory:
         b = self.budgets
-        tb = ToolBox(sandbox, self.tool_names, b.command_timeout_s, b.max_observation_chars, self.test_command)
+        tb = ToolBox(sandbox, self.tool_names, b.command_timeout_s, b.max_observation_chars, self.test_command,
+                     self.compact_schemas)
         tools = tb.schemas()
         traj = Trajectory(task_id=task_id, instruction=instruction)
         traj.messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": instruction}]

@@ -24,8 +24,14 @@ class Tool:
     parameters: dict[str, Any]
     run: Callable[["ToolBox", dict[str, Any]], Awaitable[str]]
 
-    def schema(self) -> dict[str, Any]:
-        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+    def schema(self, compact: bool = False) -> dict[str, Any]:
+        """OpenAI function schema. ``compact`` drops parameter descriptions and keeps the first
+        sentence of the description: about a third of the tokens, for small models."""
+        if not compact:
+            return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+        props = {k: {"type": v["type"]} for k, v in self.parameters["properties"].items()}
+        return {"type": "function", "function": {"name": self.name, "description": self.description.split(":")[0].split(".")[0],
+                                                 "parameters": {"type": "object", "properties": props}}}
 
 
 def _obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -65,8 +71,10 @@ class ToolBox:
     """The tools of one rollout, bound to its sandbox."""
 
     def __init__(self, sandbox: Sandbox, names: list[str] | None = None, command_timeout_s: float = 120.0,
-                 max_output_chars: int = 12000, test_command: str = "python -m pytest -q -x -p no:cacheprovider"):
+                 max_output_chars: int = 12000, test_command: str = "python -m pytest -q -x -p no:cacheprovider",
+                 compact_schemas: bool = False):
         self.sandbox = sandbox
+        self.compact = compact_schemas
         self.tools = {n: TOOLS[n] for n in (names or list(TOOLS))}
         unknown = set(names or []) - set(TOOLS)
         if unknown:
@@ -77,7 +85,7 @@ class ToolBox:
         self.submitted = False
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [t.schema() for t in self.tools.values()]
+        return [t.schema(self.compact) for t in self.tools.values()]
 
     async def call(self, name: str, args: dict[str, Any]) -> str:
         tool = self.tools.get(name)

@@ -539,7 +539,7 @@ def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tens
     without autograd for all positions and with autograd only for the active ones. Values are
     the same computation either way."""
     hf = module.get_base_model() if hasattr(module, "get_base_model") else module
-    hidden = hf.model(input_ids=ids, use_cache=False).last_hidden_state
+    hidden = _hidden_states(hf, ids)
     B, T, H = hidden.shape
     h, t, a = hidden.reshape(B * T, H), tgt.reshape(B * T), act.reshape(B * T)
     head = hf.lm_head
@@ -562,6 +562,33 @@ def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tens
         lpa = torch.cat([chunk(ha[s: s + chunk_tokens], ta[s: s + chunk_tokens]) for s in range(0, len(idx), chunk_tokens)])
         lp = lp.index_put((idx,), lpa)
     return lp.view(B, T)
+
+
+MIN_SHARED_PREFIX = 32
+
+
+def _hidden_states(hf: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """Final hidden states [B, T, H]. When every row starts with the same tokens (agent
+    prompts share the system prompt and tool schemas), the shared prefix runs once and its
+    key/value cache is broadcast to all rows; autograd sums the rows' gradients through the
+    broadcast, so values and gradients equal the plain batched pass."""
+    B, T = ids.shape
+    P = 0
+    if B > 1 and not (hf.training and getattr(hf, "is_gradient_checkpointing", False)):
+        same = (ids == ids[:1]).all(dim=0)
+        P = int(same.long().cumprod(0).sum())
+        P = min(P, T - 1)
+    if P < MIN_SHARED_PREFIX:
+        return hf.model(input_ids=ids, use_cache=False).last_hidden_state
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    pre = hf.model(input_ids=ids[:1, :P], past_key_values=cache, use_cache=True).last_hidden_state
+    for layer in cache.layers:
+        layer.keys = layer.keys.expand(B, *layer.keys.shape[1:])
+        layer.values = layer.values.expand(B, *layer.values.shape[1:])
+    rest = hf.model(input_ids=ids[:, P:], past_key_values=cache, use_cache=True).last_hidden_state
+    return torch.cat([pre.expand(B, -1, -1), rest], dim=1)
 
 
 def _merged_linear(layer: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
