@@ -95,6 +95,10 @@ class _Seq:
     pos: int = 0            # tokens in this slot's cache
 
 
+def _choose_plain(logits, temp, topk, topp, seed, step, vidx):
+    return choose(logits, temp, topk, topp, seed, step, vidx, False)
+
+
 class StaticEngine:
     def __init__(self, shape: Qwen3Shape, device: torch.device | str, dtype: torch.dtype, opts: EngineOptions):
         self.shape, self.device, self.dtype, self.opts = shape, torch.device(device), dtype, opts
@@ -127,26 +131,34 @@ class StaticEngine:
             self._enable_compile()
 
     def _enable_compile(self) -> None:
-        """Compile the fusable pieces now (a 2-token prefill and a 2-row decode step trigger it), so
-        that graph capture never compiles; on any failure fall back to eager pieces."""
+        """Compile the fusable pieces now (a 3-token prefill and a 3-row decode step trigger it), so
+        that graph capture never compiles; on failure fall back to eager pieces. Token choice is
+        compiled for the unfiltered case only (Inductor 2.11 fails on the sort/cumsum top-p variant
+        with dynamic shapes); top-k/top-p rows run it eagerly inside the same CUDA graph."""
         t0 = time.perf_counter()
+        dev = self.device
+        z = lambda: torch.zeros(3, dtype=torch.int64, device=dev)  # noqa: E731  (3: no 0/1 specialisation)
         try:
             self.model.enable_compile(True)
-            self._choose = torch.compile(choose, dynamic=True)
             with torch.no_grad():
-                m, dev = self.model, self.device
-                z = lambda: torch.zeros(3, dtype=torch.int64, device=dev)  # noqa: E731  (3: no 0/1 specialisation)
-                m.prefill(torch.zeros(1, 3, dtype=torch.int64, device=dev), torch.zeros(1, dtype=torch.int64, device=dev))
-                lg = m.decode(z(), z(), 128)
-                for filt in (False, True):
-                    self._choose(lg, torch.ones(3, device=dev), z() - 1, torch.ones(3, device=dev), z(), z(), self.vidx, filt)
-            self.stats["compile_s"] = time.perf_counter() - t0
-            log.info("static engine: compiled the fused pieces in %.1fs", self.stats["compile_s"])
+                self.model.prefill(torch.zeros(1, 3, dtype=torch.int64, device=dev), torch.zeros(1, dtype=torch.int64, device=dev))
+                self._smoke_logits = self.model.decode(z(), z(), 128)
         except Exception as e:  # noqa: BLE001
-            log.warning("static engine: torch.compile failed (%s: %s); running the pieces eagerly", type(e).__name__, e)
+            log.warning("static engine: torch.compile of the model failed (%s: %s); eager pieces", type(e).__name__, e)
             self.model.enable_compile(False)
+            self.stats["compile_error"] = f"model: {type(e).__name__}: {e}"[:300]
+        try:
+            plain = torch.compile(_choose_plain, dynamic=True)
+            with torch.no_grad():
+                lg = self.model.decode(z(), z(), 128)
+                plain(lg, torch.ones(3, device=dev), z() - 1, torch.ones(3, device=dev), z(), z(), self.vidx)
+            self._choose = lambda *a: plain(*a[:-1]) if not a[-1] else choose(*a)
+        except Exception as e:  # noqa: BLE001
+            log.warning("static engine: torch.compile of sampling failed (%s: %s); eager", type(e).__name__, e)
             self._choose = choose
-            self.stats["compile_error"] = f"{type(e).__name__}: {e}"[:300]
+            self.stats["compile_error_sampling"] = f"{type(e).__name__}: {e}"[:300]
+        self.stats["compile_s"] = time.perf_counter() - t0
+        log.info("static engine: compiled the fused pieces in %.1fs", self.stats["compile_s"])
 
     # ------------------------------------------------------------------ weights
     def load_weights(self, weights_id: Any, module: torch.nn.Module, adapter: str | None = None) -> None:
