@@ -33,3 +33,19 @@ def backend(tmp_path_factory, tiny_model):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def sandbox_admin(tmp_path_factory):
+    """One sandbox manager (local bubblewrap backend) for the whole test session."""
+    from helpers import SandboxAdminProc
+
+    import shutil
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="lts-sbx-test-"))
+    d.chmod(0o755)  # the sandbox uid must be able to traverse to its workspace
+    a = SandboxAdminProc(d).start()
+    yield a
+    a.stop()
+    shutil.rmtree(d, ignore_errors=True)

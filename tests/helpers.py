@@ -95,3 +95,53 @@ class BackendProc:
 
     def env(self) -> dict[str, str]:
         return {"TINKER_BASE_URL": self.url, "TINKER_API_KEY": self.key}
+
+
+@dataclass
+class SandboxAdminProc:
+    """The sandbox manager (`serve.sh admin`) as a subprocess with its own state dir and key."""
+
+    state_dir: Path
+    port: int = field(default_factory=free_port)
+    key: str = "sbx-test-key"
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> "SandboxAdminProc":
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        cfg = {"auth": {"key": self.key},
+               "admin": {"host": "127.0.0.1", "port": self.port, "log_file": str(self.state_dir / "admin.log")},
+               "worker": {"name": f"t{self.port}", "log_file": str(self.state_dir / "worker.log")},
+               "state_dir": str(self.state_dir / "state")}
+        path = self.state_dir / "admin.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        self.proc = subprocess.Popen([sys.executable, "-m", "services.sandbox", "admin", "--config", str(path)], cwd=REPO,
+                                     stdout=open(self.state_dir / "stdout.log", "ab"), stderr=subprocess.STDOUT)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sandbox admin exited: {(self.state_dir / 'stdout.log').read_text()[-2000:]}")
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("sandbox admin did not become healthy")
+
+    def client(self):
+        from services.sandbox.client import SandboxManagerClient
+
+        return SandboxManagerClient(self.url, self.key)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

@@ -61,7 +61,7 @@ class Validation:
 
 async def run_gold_solution(sandbox: Sandbox, task: Task, timeout: float = 300) -> tuple[bool, str]:
     """Harbor's oracle agent: upload solution/ to /solution and run solve.sh in /workspace."""
-    await sandbox.run("rm -rf /solution && mkdir -p /solution", timeout=60, cwd="/")
+    await sandbox.run("mkdir -p /solution && find /solution -mindepth 1 -delete", timeout=60, cwd="/")
     await sandbox.upload_dir(str(task.solution_dir), "/solution")
     r = await sandbox.run("bash /solution/solve.sh", timeout=timeout, cwd="/workspace",
                           env=resolve_env(task.config.solution.env))

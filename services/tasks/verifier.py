@@ -132,7 +132,8 @@ async def verify(sandbox: Sandbox, task: Task, timeout: float | None = None,
 
 
 async def _verify(sandbox: Sandbox, task: Task, t_limit: float, host_env: dict[str, str] | None) -> VerifyResult:
-    prep = await sandbox.run(f"rm -rf {TESTS_DIR} {VERIFIER_DIR} && mkdir -p {TESTS_DIR} {VERIFIER_DIR}",
+    # Empty the directories rather than removing them: in a sandbox they may be mount points.
+    prep = await sandbox.run(f"mkdir -p {TESTS_DIR} {VERIFIER_DIR} && find {TESTS_DIR} {VERIFIER_DIR} -mindepth 1 -delete",
                              timeout=60, cwd="/")
     if prep.exit_code != 0:
         return VerifyResult(0.0, error="SandboxError", reason=f"could not reset {VERIFIER_DIR}: {prep.output[-500:]}")
