@@ -51,6 +51,7 @@ class StartRequest(_Req):
     lease_s: float | None = None
     ttl_s: float | None = None
     env: dict[str, str] | None = None
+    binds: list[dict[str, str]] | None = None   # [{"source", "target"}], read-only (local backend)
 
 
 class SandboxIdBody(_Req):
@@ -156,7 +157,7 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
         lease = req.lease_s or (req.auto_clear_time_minutes * 60 if req.auto_clear_time_minutes else None)
         h = request.headers
         rec = await manager.create(image=req.image, base_dir=req.base_dir, limits=limits, lease_s=lease,
-                                   ttl_s=req.ttl_s, sandbox_id=req.sandbox_id, env=req.env,
+                                   ttl_s=req.ttl_s, sandbox_id=req.sandbox_id, env=req.env, binds=req.binds,
                                    tags={"user_id": h.get("x-user-id"), "experiment_id": h.get("x-experiment-id"),
                                          "namespace": h.get("x-namespace")})
         return ok({"sandbox_id": rec.sandbox_id, "host_name": rec.info.get("host_name"),

@@ -124,7 +124,8 @@ class SandboxManager:
     async def create(self, *, image: str | None = None, base_dir: str | None = None,
                      limits: dict[str, Any] | None = None, lease_s: float | None = None, ttl_s: float | None = None,
                      sandbox_id: str | None = None, env: dict[str, str] | None = None,
-                     tags: dict[str, str | None] | None = None) -> SandboxRecord:
+                     tags: dict[str, str | None] | None = None,
+                     binds: list[dict[str, str]] | None = None) -> SandboxRecord:
         if self._closing:
             raise Unavailable("manager is shutting down")
         if len(self.records) >= self.cfg.max_sandboxes:
@@ -133,7 +134,9 @@ class SandboxManager:
         lease = self._positive(lease_s, self.cfg.lease_s, "lease_s")
         ttl = min(self._positive(ttl_s, self.cfg.ttl_s, "ttl_s"), self.cfg.max_ttl_s)
         base = self.resolve_base(image, base_dir)
-        spec = SandboxSpec(image=image, base_dir=base, limits=lim, env=dict(env or {}))
+        spec = SandboxSpec(image=image, base_dir=base, limits=lim, env=dict(env or {}), binds=list(binds or []))
+        if spec.binds and not self.backend.supports_binds:
+            raise BadRequest(f"the {self.backend.name} backend does not support binds")
         if sandbox_id is not None:
             if not _ID.match(sandbox_id):
                 raise BadRequest(f"invalid sandbox_id {sandbox_id!r}")
@@ -141,7 +144,7 @@ class SandboxManager:
                 raise Conflict(f"sandbox {sandbox_id} already exists")
         sid, info = None, None
         key = self._pool_key(spec)
-        if sandbox_id is None and not spec.env:
+        if sandbox_id is None and not spec.env and not spec.binds:
             sid, info = self._take_from_pool(key)
         if sid is None:
             sid = sandbox_id or f"sb-{secrets.token_hex(6)}"
@@ -154,7 +157,7 @@ class SandboxManager:
                             namespace=tags.get("namespace"))
         self.records[sid] = rec
         self.store.put(rec)
-        if self.cfg.warm_pool_size > 0 and not spec.env:
+        if self.cfg.warm_pool_size > 0 and not spec.env and not spec.binds:
             self._refill(key, spec)
         return rec
 

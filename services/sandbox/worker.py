@@ -23,6 +23,7 @@ class CreateBody(BaseModel):
     base_dir: str | None = None
     limits: dict[str, Any] = {}
     env: dict[str, str] = {}
+    binds: list[dict[str, str]] = []
 
 
 class IdBody(BaseModel):
@@ -64,7 +65,8 @@ def build_worker_app(backend: Backend, cfg: dict[str, Any]) -> FastAPI:
 
     @api.post("/create")
     async def create(b: CreateBody):
-        spec = SandboxSpec(image=b.image, base_dir=b.base_dir, limits=Limits.from_mapping(b.limits), env=b.env)
+        spec = SandboxSpec(image=b.image, base_dir=b.base_dir, limits=Limits.from_mapping(b.limits), env=b.env,
+                           binds=b.binds)
         return ok(await backend.create(b.sandbox_id, spec))
 
     @api.post("/destroy")

@@ -26,6 +26,10 @@ class SandboxSpec:
     base_dir: str | None = None       # host directory whose copy becomes /workspace
     limits: Limits = field(default_factory=Limits)
     env: dict[str, str] = field(default_factory=dict)
+    # host paths bound read-only into the sandbox: [{"source": host path, "target": path inside}]
+    # (local backend only; sources must lie under config `local.bind_sources`). Used to hand a
+    # sandbox one Unix socket (the ModelService) without giving it network.
+    binds: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -77,6 +81,8 @@ def bash(cmd: str) -> list[str]:
 class Backend(abc.ABC):
     """Resources of sandboxes on one backend. All methods are coroutines and safe to call
     concurrently for different sandboxes."""
+
+    supports_binds = False   # SandboxSpec.binds (read-only host binds)
 
     name: str = "?"
 

@@ -13,6 +13,7 @@ from .base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
 
 class WorkerBackend(Backend):
     name = "worker"
+    supports_binds = True   # checked by the worker's own backend
 
     def __init__(self, url: str, key: str, header: str = "X-Key"):
         self.url = url.rstrip("/") + "/worker/v1"
@@ -49,7 +50,7 @@ class WorkerBackend(Backend):
 
     async def create(self, sandbox_id: str, spec: SandboxSpec) -> dict[str, Any]:
         return await self._post("/create", {"sandbox_id": sandbox_id, "image": spec.image, "base_dir": spec.base_dir,
-                                            "limits": spec.limits.to_dict(), "env": spec.env})
+                                            "limits": spec.limits.to_dict(), "env": spec.env, "binds": spec.binds})
 
     async def destroy(self, sandbox_id: str) -> None:
         await self._post("/destroy", {"sandbox_id": sandbox_id})

@@ -56,6 +56,7 @@ class LocalSandbox:
     limits: Limits
     env: dict[str, str]
     cgroups: cgroups.SandboxCgroups | None
+    binds: list[tuple[str, str]] = field(default_factory=list)   # validated (host source, target)
     sessions: dict[str, BashSession] = field(default_factory=dict)
     counter: int = 0
     closing: bool = False
@@ -67,10 +68,12 @@ class LocalSandbox:
 
 class LocalBackend(Backend):
     name = "local"
+    supports_binds = True
+    BIND_TARGET_ROOTS = ("/run/", "/mnt/")
 
     def __init__(self, state_dir: Path, worker_name: str = "local", sandbox_uid: int = 65534,
                  sandbox_gid: int = 65534, runtime_paths: list[str] | None = None, venv_bin: str | None = None,
-                 use_cgroups: bool = True, shm_mb: int = 64):
+                 use_cgroups: bool = True, shm_mb: int = 64, bind_sources: list[str] | None = None):
         self.worker_name = worker_name
         self.root = state_dir / "local" / worker_name     # run dirs and host layout of this worker
         self.bases_dir = state_dir / "local" / "bases"    # shared cache of lower layers
@@ -84,6 +87,9 @@ class LocalBackend(Backend):
             venv_bin = os.path.join(sys.prefix, "bin")
         self.base_env = default_env(venv_bin)
         self.shm_mb = shm_mb
+        # host dirs whose contents may be bound (read-only) into sandboxes; default: the ModelService's
+        self.bind_sources = [os.path.realpath(p) for p in
+                             (bind_sources if bind_sources is not None else [str(STATE_DIR / "modelservice")])]
         self.sandboxes: dict[str, LocalSandbox] = {}
         self._lock_fd: int | None = None
         self.layout: jail.HostLayout | None = None
@@ -101,7 +107,7 @@ class LocalBackend(Backend):
                    sandbox_uid=int(local.get("sandbox_uid", 65534)), sandbox_gid=int(local.get("sandbox_gid", 65534)),
                    runtime_paths=None if runtime in (None, "auto", ["auto"]) else list(runtime),
                    venv_bin=local.get("venv_bin"), use_cgroups=bool(local.get("cgroups", True)),
-                   shm_mb=int(local.get("shm_mb", 64)))
+                   shm_mb=int(local.get("shm_mb", 64)), bind_sources=_bind_sources(local.get("bind_sources")))
 
     # --- start / stop ---------------------------------------------------------------------------
 
@@ -174,6 +180,7 @@ class LocalBackend(Backend):
         if sandbox_id in self.sandboxes:
             raise Conflict(f"sandbox {sandbox_id} exists")
         assert self.bases is not None
+        binds = self._check_binds(spec.binds)
         base = await asyncio.to_thread(self.bases.prepare, spec.base_dir)
         ws = Workspace(self.root / "run" / sandbox_id, base, self.uid, self.gid, userns=not self.real_root)
         cg = cgroups.SandboxCgroups(self.cgroup_parent, sandbox_id) if self.use_cgroups else None
@@ -186,9 +193,30 @@ class LocalBackend(Backend):
                 cg.destroy()
             ws.remove()
             raise
-        self.sandboxes[sandbox_id] = LocalSandbox(sandbox_id, ws, spec.limits, dict(spec.env), cg)
+        self.sandboxes[sandbox_id] = LocalSandbox(sandbox_id, ws, spec.limits, dict(spec.env), cg, binds)
         return {"host_name": os.uname().nodename, "host_ip": "127.0.0.1", "base_id": base.base_id,
                 "workspace": "/workspace", "cgroups": cg is not None}
+
+    def _check_binds(self, binds: list[dict[str, str]]) -> list[tuple[str, str]]:
+        """Each bind: an existing host path under ``bind_sources`` -> a normalised absolute path
+        under /run/ or /mnt/ inside; always read-only."""
+        out = []
+        for b in binds or []:
+            if not isinstance(b, dict) or set(b) - {"source", "target"} or not b.get("source") or not b.get("target"):
+                raise BadRequest(f'a bind is {{"source": <host path>, "target": <path inside>}}, got {b!r}')
+            src, dst = os.path.realpath(str(b["source"])), str(b["target"])
+            if not any(src == root or src.startswith(root + "/") for root in self.bind_sources):
+                raise BadRequest(f"bind source {b['source']!r} is not under an allowed bind source "
+                                 f"(config local.bind_sources: {self.bind_sources})")
+            if not os.path.exists(src):
+                raise BadRequest(f"bind source {b['source']!r} does not exist")
+            if (os.path.normpath(dst) != dst or not dst.startswith(self.BIND_TARGET_ROOTS)
+                    or dst.rstrip("/") in ("/run", "/mnt")):
+                raise BadRequest(f"bind target {dst!r} must be a normalised path under /run/ or /mnt/")
+            if self.real_root and not jail._traversable(src):
+                raise BadRequest(f"bind source {src} is not searchable by the sandbox uid {self.uid}")
+            out.append((src, dst))
+        return out
 
     async def update_limits(self, sandbox_id: str, limits: Limits) -> None:
         sb = self._get(sandbox_id)
@@ -255,7 +283,7 @@ class LocalBackend(Backend):
         assert self.layout is not None
         full_env = {**self.base_env, **sb.env, **env}
         return jail.bwrap_argv(self.layout, sb.workspace.merged, sb.workspace.scratch, SCRATCH_DIRS, cwd, full_env,
-                               argv, privileged_userns=not self.real_root, shm_mb=self.shm_mb)
+                               argv, privileged_userns=not self.real_root, shm_mb=self.shm_mb, extra_binds=sb.binds)
 
     async def exec(self, sandbox_id: str, req: ExecRequest) -> ExecOutput:
         sb = self._get(sandbox_id)
@@ -302,6 +330,13 @@ class LocalBackend(Backend):
         if s is None:
             raise BadRequest(f"unknown session {session!r}")
         await s.close()
+
+
+def _bind_sources(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    from services.common.paths import REPO_ROOT
+    return [str(p if os.path.isabs(p) else REPO_ROOT / p) for p in value]
 
 
 def _in_user_namespace() -> bool:

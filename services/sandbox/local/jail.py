@@ -108,7 +108,8 @@ def _traversable(path: str) -> bool:
 
 
 def bwrap_argv(layout: HostLayout, merged: Path, scratch: Path, scratch_dirs, cwd: str, env: dict[str, str],
-               argv: list[str], privileged_userns: bool, shm_mb: int = 64) -> list[str]:
+               argv: list[str], privileged_userns: bool, shm_mb: int = 64,
+               extra_binds: list[tuple[str, str]] = ()) -> list[str]:
     """``privileged_userns``: we are uid 0 (in our own user namespace) and cannot switch to a
     sandbox uid, so bwrap must drop every capability itself."""
     a = [BWRAP, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
@@ -128,6 +129,8 @@ def bwrap_argv(layout: HostLayout, merged: Path, scratch: Path, scratch_dirs, cw
     for name, inside, _ in scratch_dirs:
         a += ["--bind", str(scratch / name), inside]
     for src, dst in layout.runtime_binds:     # after /root: the runtime may live under it
+        a += ["--ro-bind", src, dst]
+    for src, dst in extra_binds:              # SandboxSpec.binds, validated by the backend
         a += ["--ro-bind", src, dst]
     a += ["--proc", "/proc", "--dev", "/dev",
           "--size", str(shm_mb * 1024 * 1024), "--tmpfs", "/dev/shm",

@@ -1,0 +1,7 @@
+"""ModelService: an OpenAI-compatible chat endpoint for black-box agents running in sandboxes.
+
+Requests are rendered with the model's chat template, sampled through the official tinker SDK
+against our backend, and recorded per session and turn token-exactly (prompt ids, sampled ids,
+logprobs) as ``cookbook.agent.trajectory`` segments, so black-box rollouts train with the same
+code as the client-side agent. See docs/modelservice.md.
+"""

@@ -1,0 +1,233 @@
+"""python -m services.modelservice [serve] [options] — see docs/modelservice.md."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+DESCRIPTION = """OpenAI-compatible ModelService for black-box agents (e.g. mini-swe-agent) in sandboxes.
+
+  serve (default)   serve /v1/chat/completions on 127.0.0.1:PORT (key required) and on a Unix
+                    socket (bind its directory into a sandbox: no network needed); sample through
+                    the tinker SDK against our backend; record every turn token-exactly per session.
+  mini-swe-agent    run mini-swe-agent (unmodified, from .venv-agent) on a task in a sandbox through
+                    a running ModelService; print the summary (see agent_runner.py).
+  install-agent     create .venv-agent with the pinned mini-swe-agent (requirements/agent.txt).
+
+Config: config/modelservice.yaml (or --config) over built-in defaults; backend URL/key/model
+default to config/runtime.yaml (or TINKER_BASE_URL / TINKER_API_KEY); budgets from
+config/harbor.yaml agent.budgets. SIGINT/SIGTERM stop it cleanly (open sessions are saved)."""
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m services.modelservice [serve]", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=None, help="YAML config (default: config/modelservice.yaml if present)")
+    p.add_argument("--host", default=None, help="TCP bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="TCP port (default 19300; 0 = no TCP listener)")
+    p.add_argument("--socket", default=None, help="Unix socket path (default state/modelservice/sock/model.sock; '' = none)")
+    p.add_argument("--key", default=None, help="key for TCP and session admin (default: env LTS_MODELSERVICE_KEY, "
+                                               "config, else the backend's key)")
+    p.add_argument("--backend-url", default=None, help="tinker backend URL (default from config/runtime.yaml)")
+    p.add_argument("--backend-key", default=None, help="tinker backend key (default from config/runtime.yaml)")
+    p.add_argument("--base-model", default=None, help="base model name served by the backend")
+    p.add_argument("--model-path", default=None, help="tinker://.../sampler_weights/... to sample from instead")
+    p.add_argument("--tokenizer", default=None, help="tokenizer path or HF id (default: the base model's)")
+    p.add_argument("--harbor-config", default=None, help="YAML with agent.budgets (default config/harbor.yaml)")
+    p.add_argument("--trajectories-dir", default=None, help="where closed sessions are saved ('' = nowhere)")
+    p.add_argument("--history", choices=["splice", "render"], default=None, help="prompt construction (default splice)")
+    p.add_argument("--replay", default=None, help="test double: JSON list of scripted replies (teacher-forced)")
+    p.add_argument("--log-file", default=None, help="log file (default state/logs/modelservice.log)")
+    p.add_argument("--log-level", default="INFO")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "mini-swe-agent":
+        from .agent_runner import main as runner_main
+        return runner_main(argv[1:])
+    if argv and argv[0] == "install-agent":
+        from .agent_runner import install_agent
+        return install_agent(argv[1:])
+    if argv and argv[0] == "serve":
+        argv = argv[1:]
+    args = parse_args(argv)
+    from services.common.paths import HF_HOME, REPO_ROOT
+    os.environ.setdefault("HF_HOME", str(HF_HOME))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from services.common.logs import setup_logging
+
+    from . import config as mconfig
+    cfg = mconfig.load(args.config)
+    ms, tk = cfg["modelservice"], cfg["tinker"]
+    for name, section, key in (("host", ms, "host"), ("port", ms, "port"), ("socket", ms, "socket"), ("key", ms, "key"),
+                               ("backend_url", tk, "base_url"), ("backend_key", tk, "api_key"),
+                               ("base_model", tk, "base_model"), ("model_path", tk, "model_path"),
+                               ("tokenizer", tk, "tokenizer"), ("trajectories_dir", ms, "trajectories_dir"),
+                               ("history", ms, "history"), ("replay", ms, "replay"), ("log_file", ms, "log_file")):
+        v = getattr(args, name)
+        if v is not None:
+            section[key] = v
+    log = setup_logging("modelservice", mconfig.resolve(ms.get("log_file")), args.log_level)
+    try:
+        asyncio.run(serve(cfg, args.harbor_config))
+    except Exception as e:
+        log.exception("modelservice failed: %s", e)
+        return 1
+    return 0
+
+
+def _unix_listener(path: Path) -> socket.socket:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o755)                 # the sandbox uid must traverse to it
+    if path.exists() or path.is_symlink():
+        if not stat.S_ISSOCK(path.lstat().st_mode):
+            raise RuntimeError(f"{path} exists and is not a socket")
+        probe = socket.socket(socket.AF_UNIX)
+        try:
+            probe.connect(str(path))
+            raise RuntimeError(f"another ModelService is listening on {path}")
+        except (ConnectionRefusedError, FileNotFoundError):
+            path.unlink()                        # stale socket of a dead process
+        finally:
+            probe.close()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))
+    os.chmod(path, 0o666)                        # sandbox processes run as another uid
+    s.listen(256)
+    s.setblocking(False)
+    return s
+
+
+def _tcp_listener(host: str, port: int) -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, port))
+    s.listen(256)
+    s.setblocking(False)
+    return s
+
+
+async def build_state(cfg: dict[str, Any], harbor_config: str | None = None):
+    """Sampler, tokenizer/renderer, budgets, recorder -> ModelServiceState (also used by tests)."""
+    from .app import ModelServiceState
+    from .budget import BudgetGuard, load_budgets
+    from .config import resolve
+    from .render import ChatRenderer
+    from .sampler import ReplaySampler, TinkerSampler
+    from .sessions import Recorder
+
+    ms, tk = cfg["modelservice"], cfg["tinker"]
+    sampler: Any = TinkerSampler(tk["base_url"], tk["api_key"], tk.get("base_model"), tk.get("model_path"))
+    await sampler.start()
+    tok_name = tk.get("tokenizer")
+    if tok_name:
+        from transformers import AutoTokenizer
+        tok_path = resolve(tok_name)
+        tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained,
+                                            str(tok_path) if tok_path and tok_path.exists() else tok_name)
+    else:
+        tokenizer = await asyncio.to_thread(sampler.tokenizer)
+    renderer = ChatRenderer(tokenizer)
+    if ms.get("replay"):
+        script = json.loads(Path(resolve(ms["replay"])).read_text())
+        if not isinstance(script, list) or not script or not all(isinstance(x, str) for x in script):
+            raise ValueError("replay: a JSON list of reply strings is expected")
+        sampler = ReplaySampler(sampler, script, renderer.encode, renderer.eos_id)
+    budgets = load_budgets(harbor_config)
+    recorder = Recorder(renderer, sampler, BudgetGuard(budgets), history=ms.get("history", "splice"),
+                        temperature=float(ms.get("temperature", 1.0)), top_p=float(ms.get("top_p", 1.0)))
+    tdir = resolve(ms.get("trajectories_dir"))
+    state = ModelServiceState(recorder, sampler.model_name, ms.get("key"), tdir, int(ms.get("max_sessions", 1024)))
+    return state, sampler, budgets
+
+
+async def serve(cfg: dict[str, Any], harbor_config: str | None = None) -> None:
+    import uvicorn
+
+    from .app import build_app
+    from .config import resolve
+
+    log = logging.getLogger("modelservice")
+    ms = cfg["modelservice"]
+    port = int(ms.get("port") or 0)
+    sock_path = resolve(ms.get("socket"))
+    if not port and not sock_path:
+        raise ValueError("neither a TCP port nor a Unix socket is configured")
+    if port and not ms.get("key"):
+        raise ValueError("a key is required when serving on TCP (modelservice.key or LTS_MODELSERVICE_KEY)")
+    state, sampler, budgets = await build_state(cfg, harbor_config)
+    listeners = []
+    if port:
+        listeners.append(_tcp_listener(ms.get("host", "127.0.0.1"), port))
+    if sock_path:
+        listeners.append(_unix_listener(sock_path))
+    app = build_app(state)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app):
+        log.info("modelservice serving %s on %s (budgets %s)", state.model_name,
+                 ", ".join(filter(None, [f"http://{ms.get('host', '127.0.0.1')}:{port}" if port else "",
+                                         f"unix:{sock_path}" if sock_path else ""])), budgets.to_dict())
+        try:
+            yield
+        finally:
+            log.info("modelservice stopping: saving %d open session(s)", len(state.sessions))
+            state.close_all()
+            await sampler.close()
+            if sock_path and sock_path.exists():
+                sock_path.unlink()
+            log.info("modelservice stopped")
+
+    app.router.lifespan_context = lifespan
+    server = _Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, server.request_exit)
+    try:
+        await server.serve(sockets=listeners)
+    finally:
+        for s in listeners:
+            s.close()
+        if sock_path and sock_path.exists() and stat.S_ISSOCK(sock_path.lstat().st_mode):
+            sock_path.unlink()
+    if not server.started:
+        raise RuntimeError("modelservice did not start (see the log above)")
+
+
+def _server_class():
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        """Handle SIGINT/SIGTERM ourselves so a requested stop exits 0 (as services/sandbox)."""
+
+        def capture_signals(self):
+            return contextlib.nullcontext()
+
+        def request_exit(self) -> None:
+            if self.should_exit:
+                self.force_exit = True
+            self.should_exit = True
+
+    return _Server
+
+
+def _Server(config):  # noqa: N802
+    return _server_class()(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

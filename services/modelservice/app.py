@@ -1,0 +1,244 @@
+"""The HTTP API (FastAPI), served on TCP (127.0.0.1, key required) and/or a Unix socket.
+
+OpenAI-compatible (per session, no key needed on the Unix socket: the session id is the capability):
+    POST /s/{session}/v1/chat/completions      GET /s/{session}/v1/models
+Same with the key, session from the ``X-Session-Id`` header (default ``default``, created on use):
+    POST /v1/chat/completions                  GET /v1/models
+Sessions (key required on every transport):
+    POST /sessions {session_id?, task_id?, metadata?}   GET /sessions   GET /sessions/{id}
+    DELETE /sessions/{id}   (returns and, with ``trajectories_dir``, saves the record)
+    GET /health  (open)
+Key: ``Authorization: Bearer <key>`` or ``X-Key: <key>``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from .budget import BudgetExceeded
+from .render import BadRequest
+from .sessions import CallResult, Recorder, Session, new_session_id, valid_session_id
+
+log = logging.getLogger(__name__)
+
+
+def _err(status: int, message: str, type_: str = "invalid_request_error", code: str | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": type_, "param": None, "code": code}}, status_code=status)
+
+
+class ModelServiceState:
+    def __init__(self, recorder: Recorder, model_name: str, key: str | None, trajectories_dir: Path | None = None,
+                 max_sessions: int = 1024):
+        self.recorder, self.model_name, self.key = recorder, model_name, key
+        self.trajectories_dir = trajectories_dir
+        self.max_sessions = max_sessions
+        self.sessions: dict[str, Session] = {}
+
+    def create(self, session_id: str | None = None, task_id: str = "", metadata: dict | None = None) -> Session:
+        sid = session_id or new_session_id()
+        if not valid_session_id(sid):
+            raise BadRequest("session_id: 1-128 characters of [A-Za-z0-9_-]")
+        if sid in self.sessions:
+            raise KeyError(sid)
+        if len(self.sessions) >= self.max_sessions:
+            raise BadRequest(f"too many open sessions ({self.max_sessions}); close some first")
+        s = Session(id=sid, task_id=task_id, metadata=dict(metadata or {}))
+        s.traj.task_id = task_id
+        self.sessions[sid] = s
+        log.info("session %s created (task %s)", sid, task_id or "-")
+        return s
+
+    def close(self, sid: str) -> dict[str, Any]:
+        s = self.sessions.pop(sid)
+        s.closed = True
+        rec = s.record()
+        if self.trajectories_dir:
+            d = self.trajectories_dir / sid
+            s.traj.save(d)
+            (d / "session.json").write_text(json.dumps({k: v for k, v in rec.items() if k != "trajectory"}))
+        st = rec["session"]
+        log.info("session %s closed: %d turns, %d segments (%d breaks), %d sampled tokens", sid, st["turns"],
+                 st["segments"], st["segment_breaks"], st["tokens"]["sampled"])
+        return rec
+
+    def close_all(self) -> None:
+        for sid in list(self.sessions):
+            try:
+                self.close(sid)
+            except Exception:  # noqa: BLE001
+                log.exception("saving session %s at shutdown failed", sid)
+
+
+def _is_tcp(request: Request) -> bool:
+    server = request.scope.get("server")
+    return not (isinstance(server, (tuple, list)) and len(server) == 2 and server[1] is None)
+
+
+def _key_ok(request: Request, key: str | None) -> bool:
+    if not key:
+        return True
+    h = request.headers
+    given = h.get("x-key") or ""
+    auth = h.get("authorization") or ""
+    if auth.lower().startswith("bearer "):
+        given = given or auth[7:].strip()
+    return secrets.compare_digest(given.encode(), key.encode())
+
+
+def completion_json(res: CallResult, model: str, want_logprobs: bool, tokens_text: list[str] | None) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": 0, "message": res.message, "finish_reason": res.finish_reason, "logprobs": None}
+    if want_logprobs and tokens_text is not None:
+        choice["logprobs"] = {"content": [{"token": t, "logprob": lp, "bytes": list(t.encode()), "top_logprobs": []}
+                                          for t, lp in zip(tokens_text, res.logprobs)]}
+    return {"id": f"chatcmpl-{secrets.token_hex(12)}", "object": "chat.completion", "created": int(time.time()),
+            "model": model, "choices": [choice],
+            "usage": {"prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
+                      "total_tokens": res.prompt_tokens + res.completion_tokens},
+            "system_fingerprint": None}
+
+
+def stream_chunks(full: dict[str, Any], include_usage: bool):
+    """SSE events of an already computed completion: role, content, each tool call, finish."""
+    base = {"id": full["id"], "object": "chat.completion.chunk", "created": full["created"], "model": full["model"]}
+    msg = full["choices"][0]["message"]
+
+    def ev(delta: dict[str, Any], finish: str | None = None, logprobs=None) -> str:
+        d = dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}])
+        return f"data: {json.dumps(d, ensure_ascii=False)}\n\n"
+
+    yield ev({"role": "assistant", "content": ""})
+    if msg.get("content"):
+        yield ev({"content": msg["content"]}, logprobs=full["choices"][0].get("logprobs"))
+    for i, c in enumerate(msg.get("tool_calls") or []):
+        yield ev({"tool_calls": [{"index": i, "id": c["id"], "type": "function",
+                                  "function": {"name": c["function"]["name"], "arguments": ""}}]})
+        yield ev({"tool_calls": [{"index": i, "function": {"arguments": c["function"]["arguments"]}}]})
+    yield ev({}, finish=full["choices"][0]["finish_reason"])
+    if include_usage:
+        yield f"data: {json.dumps(dict(base, choices=[], usage=full['usage']))}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+def build_app(state: ModelServiceState) -> FastAPI:
+    app = FastAPI(title="local-tinker ModelService", docs_url=None, redoc_url=None)
+    app.state.ms = state
+
+    @app.middleware("http")
+    async def auth(request: Request, call_next):
+        path = request.url.path
+        open_path = path == "/health" or (path.startswith("/s/") and not _is_tcp(request))
+        if not open_path and not _key_ok(request, state.key):
+            return _err(401, "invalid or missing key (Authorization: Bearer <key> or X-Key)", "authentication_error",
+                        "invalid_api_key")
+        return await call_next(request)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "model": state.model_name, "sessions": len(state.sessions)}
+
+    def models_json():
+        return {"object": "list", "data": [{"id": state.model_name, "object": "model", "created": 0,
+                                            "owned_by": "local-tinker"}]}
+
+    @app.get("/v1/models")
+    async def models():
+        return models_json()
+
+    @app.get("/s/{sid}/v1/models")
+    async def session_models(sid: str):
+        if sid not in state.sessions:
+            return _err(404, f"unknown session {sid}", code="session_not_found")
+        return models_json()
+
+    async def chat(s: Session, request: Request):
+        try:
+            body = await request.json()
+        except ValueError:
+            return _err(400, "body is not JSON")
+        if not isinstance(body, dict):
+            return _err(400, "body must be a JSON object")
+        if int(body.get("n") or 1) != 1:
+            return _err(400, "only n=1 is supported", code="unsupported_parameter")
+        try:
+            res = await state.recorder.complete(s, body)
+        except BadRequest as e:
+            return _err(400, str(e))
+        except BudgetExceeded as e:
+            log.info("session %s: %s", s.id, e)
+            return _err(400, str(e), code=e.code)
+        except Exception as e:  # noqa: BLE001  (sampler/backend failure)
+            log.exception("session %s: completion failed", s.id)
+            return _err(502, f"sampling failed: {type(e).__name__}: {e}", "server_error", "backend_error")
+        want_lp = bool(body.get("logprobs"))
+        toks = None
+        if want_lp:
+            r = state.recorder.r
+            toks = [r.decode([t]) for t in res.sampled]
+        full = completion_json(res, str(body.get("model") or state.model_name), want_lp, toks)
+        if body.get("stream"):
+            inc = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(stream_chunks(full, inc), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache"})
+        return full
+
+    @app.post("/s/{sid}/v1/chat/completions")
+    async def session_chat(sid: str, request: Request):
+        s = state.sessions.get(sid)
+        if s is None:
+            return _err(404, f"unknown session {sid}", code="session_not_found")
+        return await chat(s, request)
+
+    @app.post("/v1/chat/completions")
+    async def default_chat(request: Request):
+        sid = request.headers.get("x-session-id") or "default"
+        s = state.sessions.get(sid)
+        if s is None:
+            try:
+                s = state.create(sid)
+            except (BadRequest, KeyError) as e:
+                return _err(400, str(e))
+        return await chat(s, request)
+
+    @app.post("/sessions")
+    async def create_session(request: Request):
+        try:
+            body = await request.json() if (await request.body()) else {}
+        except ValueError:
+            return _err(400, "body is not JSON")
+        try:
+            s = state.create(body.get("session_id"), str(body.get("task_id") or ""), body.get("metadata"))
+        except BadRequest as e:
+            return _err(400, str(e))
+        except KeyError:
+            return _err(409, f"session {body.get('session_id')} exists")
+        return {"session_id": s.id, "base_path": f"/s/{s.id}/v1"}
+
+    @app.get("/sessions")
+    async def list_sessions():
+        return {"sessions": [s.stats() for s in state.sessions.values()]}
+
+    @app.get("/sessions/{sid}")
+    async def get_session(sid: str):
+        s = state.sessions.get(sid)
+        if s is None:
+            return _err(404, f"unknown session {sid}", code="session_not_found")
+        async with s.lock:
+            return s.record()
+
+    @app.delete("/sessions/{sid}")
+    async def delete_session(sid: str):
+        s = state.sessions.get(sid)
+        if s is None:
+            return _err(404, f"unknown session {sid}", code="session_not_found")
+        async with s.lock:
+            return state.close(sid)
+
+    return app

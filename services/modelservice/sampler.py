@@ -1,0 +1,113 @@
+"""Sampling through the official tinker SDK (``SamplingClient``) against our backend.
+
+``TinkerSampler``: one SamplingClient (base model or ``tinker://.../sampler_weights/...``).
+``ReplaySampler``: a test double that answers each session's calls with scripted texts, teacher-
+forced through the same SamplingClient (``compute_logprobs``), so its turns carry the backend's
+real logprobs and train like sampled ones. It lets an unmodified harness take a known path
+(e.g. the gold edit) through the real service, sandbox and verifier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SampleOut:
+    tokens: list[int]
+    logprobs: list[float]
+    stop_reason: str   # "stop" | "length"
+
+
+class TinkerSampler:
+    def __init__(self, base_url: str, api_key: str, base_model: str | None = None, model_path: str | None = None):
+        if not base_model and not model_path:
+            raise ValueError("tinker.base_model or tinker.model_path is required")
+        self.base_url, self.api_key = base_url, api_key
+        self.base_model, self.model_path = base_model, model_path
+        self.service: Any = None
+        self.client: Any = None
+
+    @property
+    def model_name(self) -> str:
+        return self.model_path or self.base_model or ""
+
+    async def start(self) -> None:
+        import tinker
+
+        def make():
+            self.service = tinker.ServiceClient(base_url=self.base_url, api_key=self.api_key)
+            return self.service.create_sampling_client(model_path=self.model_path, base_model=self.base_model)
+
+        fut = await asyncio.to_thread(make)
+        self.client = await fut if hasattr(fut, "__await__") else fut
+
+    def tokenizer(self):
+        return self.client.get_tokenizer()
+
+    async def sample(self, prompt: list[int], max_tokens: int, stop: list[int], temperature: float = 1.0,
+                     top_p: float = 1.0, seed: int | None = None, session: str = "") -> SampleOut:
+        from tinker import types
+
+        params = types.SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed)
+        res = await self.client.sample(types.ModelInput.from_ints(prompt), 1, params)
+        s = res.sequences[0]
+        return SampleOut(list(s.tokens), [float(x) for x in (s.logprobs or [])], str(s.stop_reason))
+
+    async def compute_logprobs(self, tokens: list[int]) -> list[float | None]:
+        from tinker import types
+
+        return list(await self.client.compute_logprobs(types.ModelInput.from_ints(tokens)))
+
+    async def close(self) -> None:
+        for obj in (self.client, self.service):
+            for name in ("close", "aclose"):
+                fn = getattr(obj, name, None)
+                if fn:
+                    try:
+                        r = fn()
+                        if asyncio.iscoroutine(r):
+                            await r
+                    except Exception:  # noqa: BLE001  (best effort at shutdown)
+                        pass
+                    break
+
+
+class ReplaySampler:
+    """Scripted replies per session, in order (the last one repeats); real logprobs via the backend."""
+
+    def __init__(self, inner: TinkerSampler, script: list[str], encode, eos_id: int):
+        self.inner, self.script, self.encode, self.eos_id = inner, list(script), encode, eos_id
+        self.calls: dict[str, int] = {}
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    def tokenizer(self):
+        return self.inner.tokenizer()
+
+    async def sample(self, prompt: list[int], max_tokens: int, stop: list[int], temperature: float = 1.0,
+                     top_p: float = 1.0, seed: int | None = None, session: str = "") -> SampleOut:
+        i = self.calls.get(session, 0)
+        self.calls[session] = i + 1
+        toks = self.encode(self.script[min(i, len(self.script) - 1)]) + [self.eos_id]
+        reason = "stop"
+        if len(toks) > max_tokens:
+            toks, reason = toks[:max_tokens], "length"
+        lps = await self.inner.compute_logprobs(prompt + toks)
+        return SampleOut(toks, [float(x) for x in lps[len(prompt):]], reason)
+
+    async def compute_logprobs(self, tokens: list[int]) -> list[float | None]:
+        return await self.inner.compute_logprobs(tokens)
+
+    async def close(self) -> None:
+        await self.inner.close()
