@@ -1,0 +1,84 @@
+"""Results people look at rather than read: the reward curve (PNG) and a static HTML viewer of
+the run's trajectories (no server, no JavaScript framework: open the file in a browser)."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+
+def write_reports(run_dir: Path, result: dict[str, Any], name: str) -> None:
+    plot_rewards(result, run_dir / "results" / name / "reward_curve.png")
+    write_viewer(run_dir, result)
+
+
+def plot_rewards(result: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = result.get("steps", [])
+    xs = [s["step"] for s in steps if isinstance(s.get("mean_reward"), (int, float))]
+    ys = [s["mean_reward"] for s in steps if isinstance(s.get("mean_reward"), (int, float))]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    if xs:
+        ax.plot(xs, ys, marker="o", ms=3, lw=1.2, label="mean reward")
+        if len(ys) >= 5:
+            k = 5
+            avg = [sum(ys[max(0, i - k + 1): i + 1]) / len(ys[max(0, i - k + 1): i + 1]) for i in range(len(ys))]
+            ax.plot(xs, avg, lw=2.2, label=f"moving average ({k})")
+    losses = [(s["step"], s["loss_per_token"]) for s in steps if isinstance(s.get("loss_per_token"), (int, float))]
+    if losses:
+        ax2 = ax.twinx()
+        ax2.plot(*zip(*losses), color="grey", alpha=0.5, lw=1, label="loss / token")
+        ax2.set_ylabel("loss per token")
+    ax.set_xlabel("step")
+    ax.set_ylabel("mean reward" if result.get("mode") != "sft" else "sampled pass rate")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.set_title(f"{result.get('mode')} on {result.get('model')}")
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+
+
+def _esc(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def write_viewer(run_dir: Path, result: dict[str, Any]) -> None:
+    """run_dir/viewer.html: one section per step, one collapsible entry per rollout."""
+    parts = [f"<!doctype html><meta charset='utf-8'><title>{_esc(run_dir.name)}</title>",
+             "<style>body{font:14px sans-serif;margin:2em;max-width:1100px}pre{white-space:pre-wrap;background:#f6f6f6;"
+             "padding:.6em;border-radius:4px}details{margin:.3em 0}summary{cursor:pointer}.r1{color:#070}.r0{color:#a00}"
+             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px}</style>",
+             f"<h1>{_esc(result.get('mode'))} run {_esc(run_dir.name)}</h1><p>model {_esc(result.get('model'))}</p>"]
+    curve = next(iter(run_dir.glob("results/*/reward_curve.png")), None)
+    if curve:
+        parts.append(f"<img src='{_esc(curve.relative_to(run_dir))}' alt='reward curve'>")
+    parts.append("<table><tr><th>step</th><th>mean reward</th><th>rollouts</th><th>failures</th><th>time (s)</th></tr>")
+    for s in result.get("steps", []):
+        parts.append(f"<tr><td><a href='#step{s['step']}'>{s['step']}</a></td><td>{_esc(s.get('mean_reward', ''))}</td>"
+                     f"<td>{_esc(s.get('n_rollouts', ''))}</td><td>{_esc(s.get('failures', ''))}</td>"
+                     f"<td>{s.get('time_s', 0):.1f}</td></tr>")
+    parts.append("</table>")
+    for d in sorted(run_dir.glob("step_*")):
+        step = d.name.split("_")[-1]
+        parts.append(f"<h2 id='step{int(step)}'>step {int(step)}</h2>")
+        for f in sorted(d.glob("rollout_*.json")):
+            try:
+                info = json.loads(f.read_text())
+            except ValueError:
+                continue
+            txt = f.with_suffix(".txt").read_text() if f.with_suffix(".txt").exists() else ""
+            r = info.get("reward")
+            cls = "r1" if r == 1 else "r0"
+            parts.append(f"<details><summary class='{cls}'>{_esc(f.stem)} · task {_esc(info.get('task_id'))} · reward {_esc(r)}"
+                         f" · advantage {_esc(info.get('advantage', ''))} · turns {_esc(info.get('turns_used'))} · "
+                         f"{_esc(info.get('stop_reason'))}</summary><pre>{_esc(txt)}</pre></details>")
+    (run_dir / "viewer.html").write_text("\n".join(parts))

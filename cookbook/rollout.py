@@ -1,0 +1,135 @@
+"""Rollouts: one agent attempt per fresh sandbox, scored by the task's verifier.
+
+``Rollouts.run_many`` runs many attempts concurrently (at most ``concurrency`` sandboxes at once).
+A trajectory that fails for infrastructure reasons (sandbox or sampler error) is retried in a
+fresh sandbox up to ``max_retries`` times; failures are classified for the step reports:
+infra (no result after retries), agent (the agent loop ended in error/timeout), verifier
+(the verifier errored: reward 0 with a reason).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from services.common.sandbox_api import Sandbox
+from services.tasks.task import Task
+from services.tasks.verifier import verify
+
+from .agent import Budgets, Policy, SWEAgent
+from .agent.trajectory import Trajectory
+
+log = logging.getLogger("cookbook.rollout")
+SandboxFactory = Callable[[Path], Awaitable[Sandbox]]
+
+
+@dataclass
+class AgentConfig:
+    """The agent's settings (config/harbor.yaml ``agent:``)."""
+
+    tools: list[str] | None = None          # None = all tools
+    compact_schemas: bool = False
+    system_prompt: str | None = None
+    budgets: Budgets = field(default_factory=Budgets)
+    temperature: float = 1.0
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any] | None) -> "AgentConfig":
+        cfg = dict(cfg or {})
+        budgets = Budgets.from_config(cfg.pop("budgets", None))
+        known = {"tools", "compact_schemas", "system_prompt", "temperature"}
+        unknown = set(cfg) - known
+        if unknown:
+            raise ValueError(f"unknown agent setting(s) {sorted(unknown)} in harbor.yaml agent:; known: {sorted(known)}")
+        return cls(budgets=budgets, **cfg)
+
+
+@dataclass
+class Failures:
+    infra: int = 0
+    agent: int = 0
+    verifier: int = 0
+    retries: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+class Rollouts:
+    def __init__(self, factory: SandboxFactory, bases: dict[str, Path], tokenizer, agent_cfg: AgentConfig,
+                 concurrency: int = 16, max_retries: int = 2, verifier_timeout: float | None = None):
+        self.factory = factory
+        self.bases = bases
+        self.tok = tokenizer
+        self.cfg = agent_cfg
+        self.sem = asyncio.Semaphore(concurrency)
+        self.max_retries = max_retries
+        self.verifier_timeout = verifier_timeout
+
+    def agent(self, policy: Policy) -> SWEAgent:
+        kw: dict[str, Any] = {}
+        if self.cfg.system_prompt:
+            kw["system_prompt"] = self.cfg.system_prompt
+        return SWEAgent(policy, self.tok, self.cfg.budgets, tools=self.cfg.tools, compact_schemas=self.cfg.compact_schemas, **kw)
+
+    async def run_one(self, task: Task, policy: Policy, failures: Failures | None = None) -> Trajectory | None:
+        """One scored trajectory, or None if infrastructure kept failing."""
+        failures = failures or Failures()
+        for attempt in range(self.max_retries + 1):
+            async with self.sem:
+                t0 = time.time()
+                sb = None
+                try:
+                    sb = await self.factory(self.bases[task.name])
+                    ts = time.time()
+                    traj = await self.agent(policy).run(task.instruction, sb, task_id=task.name)
+                    traj.timings["sandbox_s"] = ts - t0
+                    if traj.stop_reason == "error" and attempt < self.max_retries:
+                        failures.retries += 1
+                        log.warning("rollout of %s failed (%s); retrying in a fresh sandbox", task.name, traj.error)
+                        continue
+                    tv = time.time()
+                    res = await verify(sb, task, timeout=self.verifier_timeout)
+                    traj.timings["verifier_s"] = time.time() - tv
+                    traj.reward = res.reward
+                    traj.verifier = res.to_dict()
+                    if traj.stop_reason in ("error", "timeout"):
+                        failures.agent += 1
+                    if res.error:
+                        failures.verifier += 1
+                    traj.timings["total_s"] = time.time() - t0
+                    return traj
+                except Exception as e:  # noqa: BLE001  (sandbox creation / transport failure)
+                    failures.retries += 1
+                    log.warning("rollout of %s: infrastructure error %s: %s (attempt %d)", task.name, type(e).__name__, e, attempt + 1)
+                finally:
+                    if sb is not None:
+                        try:
+                            await sb.close()
+                        except Exception:  # noqa: BLE001
+                            pass
+        failures.infra += 1
+        return None
+
+    async def run_many(self, items: list[tuple[Task, Policy]], failures: Failures | None = None,
+                       on_done: Callable[[], None] | None = None) -> list[Trajectory | None]:
+        async def one(t: Task, p: Policy):
+            r = await self.run_one(t, p, failures)
+            if on_done:
+                on_done()
+            return r
+
+        return await asyncio.gather(*(one(t, p) for t, p in items))
+
+
+def save_rollout(traj: Trajectory, directory: Path, name: str, extra: dict[str, Any] | None = None) -> None:
+    """``name``.json (summary + extra) and ``name``.txt (readable) plus the full trajectory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    summ = {**traj.summary(), **(extra or {})}
+    (directory / f"{name}.json").write_text(json.dumps({**summ, "trajectory": traj.to_json()}))
+    (directory / f"{name}.txt").write_text(traj.to_text())

@@ -1,0 +1,153 @@
+"""What every `run.sh` mode shares: the run directory, client.log, exit-status.json, and the
+services a run needs (started here if not already running, stopped on exit, Ctrl-C included)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+
+from services.common.config import load_config
+from services.common.paths import REPO_ROOT, RUNS_DIR
+
+log = logging.getLogger("cookbook")
+
+
+def new_run_dir(mode: str, run_dir: str | None = None) -> Path:
+    d = Path(run_dir) if run_dir else RUNS_DIR / f"{mode}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if d.exists() and any(d.iterdir()) and not (d / "checkpoint.json").exists() and not (d / "state.json").exists():
+        d = d.with_name(d.name + f"-{os.getpid()}")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def setup_client_log(run_dir: Path, level: str = "INFO") -> None:
+    """client.log in the run dir (tail-able) and the console."""
+    root = logging.getLogger()
+    root.setLevel(level)
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    fh = logging.FileHandler(run_dir / "client.log")
+    fh.setFormatter(fmt)
+    sh = logging.StreamHandler(sys.stderr)
+    sh.setFormatter(logging.Formatter("%(message)s"))
+    sh.setLevel(logging.WARNING)
+    root.addHandler(fh)
+    root.addHandler(sh)
+    for noisy in ("httpx", "httpcore", "tinker", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def write_exit_status(run_dir: Path, code: int, started: float, **extra: Any) -> None:
+    (run_dir / "exit-status.json").write_text(json.dumps({
+        "exit_code": code, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "duration_s": round(time.time() - started, 3), **extra}, indent=1))
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@dataclass
+class Service:
+    name: str
+    health_url: str
+    cmd: list[str]
+    log_path: Path
+    proc: subprocess.Popen | None = None
+
+    def ensure(self, timeout: float = 180.0) -> bool:
+        """Start it unless it already answers; True if we started it."""
+        if _healthy(self.health_url):
+            log.info("%s already running (%s)", self.name, self.health_url)
+            return False
+        log.info("starting %s: %s (log %s)", self.name, " ".join(self.cmd), self.log_path)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(self.cmd, cwd=REPO_ROOT, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {self.log_path}")
+            if _healthy(self.health_url):
+                return True
+            time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"{self.name} did not become healthy within {timeout:.0f}s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        log.info("stopping %s (pid %d)", self.name, self.proc.pid)
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@dataclass
+class Endpoints:
+    backend_url: str
+    api_key: str
+    model: str
+    tokenizer_path: str
+    sandbox_url: str | None
+    sandbox_key: str | None
+    sandbox_flavor: str = "local"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def endpoints(need_sandbox: bool = True) -> Endpoints:
+    rt = load_config("runtime")
+    b = rt.get("backend", {})
+    m = rt["runtime"]["models"][0]
+    path = m["path"] if Path(m["path"]).is_absolute() else str(REPO_ROOT / m["path"])
+    h = load_config("harbor").get("sandbox", {}) if need_sandbox else {}
+    return Endpoints(backend_url=f"http://127.0.0.1:{b.get('port', 19210)}",
+                     api_key=os.environ.get("TINKER_API_KEY") or b["api_keys"][0], model=m["name"],
+                     tokenizer_path=path if Path(path).exists() else m.get("tokenizer_id", m["name"]),
+                     sandbox_url=h.get("base_url"), sandbox_key=os.environ.get("LTS_SANDBOX_KEY") or h.get("key"),
+                     sandbox_flavor=h.get("flavor", "local"))
+
+
+@contextmanager
+def services(run_dir: Path, ep: Endpoints, need_sandbox: bool = True) -> Iterator[list[str]]:
+    """Start the backend (and the sandbox manager) unless running; stop what we started."""
+    py_rt = str(REPO_ROOT / ".venv-runtime" / "bin" / "python")
+    started: list[Service] = []
+    svcs = [Service("backend", ep.backend_url + "/api/v1/healthz", [py_rt, "-m", "services.backend"], run_dir / "backend.log")]
+    if need_sandbox and ep.sandbox_flavor == "local" and ep.sandbox_url and "127.0.0.1" in ep.sandbox_url:
+        svcs.append(Service("sandbox manager", ep.sandbox_url + "/health", [sys.executable, "-m", "services.sandbox", "admin"],
+                            run_dir / "sandbox-admin.log"))
+    try:
+        for s in svcs:
+            if s.ensure():
+                started.append(s)
+        yield [s.name for s in started]
+    finally:
+        for s in reversed(started):
+            s.stop()
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM behaves like Ctrl-C, so `finally` blocks stop services and record the exit status."""
+    def handler(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)

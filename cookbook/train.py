@@ -1,0 +1,397 @@
+"""Training recipes on the official tinker SDK: sft (gold trajectories), grpo, ppo, ppo-kl.
+
+Every step writes ``step_XXX/step_result.json`` and ``step_XXX/rollout_YY.{json,txt}``, appends to
+``metrics.jsonl``, rewrites ``results/<name>/result.json``, the reward curve PNG and the HTML
+trajectory viewer, and records a resumable ``state.json`` (``--resume RUN_DIR``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import logging
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from services.common.paths import RUNS_DIR
+
+from .data import group_advantages, rl_datums, sft_datums
+from .report import write_reports
+from .runs import endpoints
+
+log = logging.getLogger("cookbook.train")
+
+
+def add_arguments(sub, common) -> None:
+    for mode, help_ in [("sft", "supervised warm start on gold trajectories"), ("grpo", "group-relative policy optimisation"),
+                        ("ppo", "clipped PPO with a baseline, several minibatch epochs"),
+                        ("ppo-kl", "PPO plus a k3 KL penalty against the frozen reference")]:
+        p = sub.add_parser(mode, help=help_)
+        common(p)
+        p.add_argument("--learning-rate", type=float, default=None, help="Adam learning rate")
+        p.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 = full fine-tuning (default 16)")
+        p.add_argument("--num-steps", type=int, default=None, help="optimizer steps")
+        p.add_argument("--batch-size", type=int, default=32, help="sft: datums per step")
+        p.add_argument("--group-size", type=int, default=None, help="rollouts per task and step (default 10; 8 with --preset quickstart)")
+        p.add_argument("--groups-per-step", type=int, default=None, help="tasks per step (default 4; 16 with --preset quickstart)")
+        p.add_argument("--max-train-transitions", type=int, default=None, help="cap on training datums per step")
+        p.add_argument("--loss", default=None, choices=["importance_sampling", "ppo", "cispo"], help="grpo loss (default importance_sampling)")
+        p.add_argument("--normalize-std", action="store_true", help="grpo: divide advantages by the group std")
+        p.add_argument("--leave-one-out", action="store_true", help="grpo: leave-one-out baseline")
+        p.add_argument("--ppo-epochs", type=int, default=2, help="ppo: epochs over each batch")
+        p.add_argument("--minibatches", type=int, default=2, help="ppo: minibatches per epoch")
+        p.add_argument("--kl-beta", type=float, default=None, help="ppo-kl: KL penalty coefficient (default 0.05)")
+        p.add_argument("--gate", type=float, default=0.3, help="sft: stop once the sampled pass rate reaches this")
+        p.add_argument("--eval-every", type=int, default=10, help="sft: check the pass rate every N steps")
+        p.add_argument("--eval-n", type=int, default=16, help="sft: rollouts per pass-rate check")
+        p.add_argument("--save-state", default=None, help="save the final training state under this name (checkpoint.json)")
+        p.add_argument("--save-every", type=int, default=5, help="save a resumable checkpoint every N steps")
+        p.add_argument("--init-from", default=None, help="tinker:// checkpoint to start from, 'none', or default: the latest sft of this config")
+        p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a killed run from its last checkpoint")
+
+
+# ------------------------------------------------------------------------------ helpers
+def config_key(ep, args) -> str:
+    """Identifies 'the same configuration' for sft -> grpo warm starts."""
+    h = hashlib.sha256(json.dumps([ep.model, args.dataset, args.preset, args.lora_rank]).encode()).hexdigest()[:12]
+    return h
+
+
+def latest_sft_path(key: str) -> Path:
+    return RUNS_DIR / f".latest-sft-{key}.json"
+
+
+def _defaults(args) -> None:
+    quick = args.preset == "quickstart"
+    if args.learning_rate is None:
+        args.learning_rate = {"sft": 3e-3}.get(args.mode, 1e-3) if quick else {"sft": 1e-4}.get(args.mode, 1e-5)
+    if args.num_steps is None:
+        args.num_steps = {"sft": 150}.get(args.mode, 30 if quick else 20)
+    if args.group_size is None:
+        args.group_size = 8 if quick else 10
+    if args.groups_per_step is None:
+        args.groups_per_step = 16 if quick else 4
+    if args.kl_beta is None:
+        args.kl_beta = 0.05 if args.mode == "ppo-kl" else 0.0
+    if args.split is None:
+        args.split = "train"
+
+
+def _adam(lr: float):
+    from tinker import types
+
+    return types.AdamParams(learning_rate=lr, beta1=0.9, beta2=0.95, eps=1e-8, grad_clip_norm=1.0)
+
+
+def _metrics_mean(d: dict[str, float]) -> dict[str, float]:
+    return {k: float(v) for k, v in d.items()}
+
+
+class RunState:
+    """state.json: what --resume needs (step, last checkpoint, rng state, steps so far)."""
+
+    def __init__(self, run_dir: Path):
+        self.path = run_dir / "state.json"
+        self.data: dict[str, Any] = json.loads(self.path.read_text()) if self.path.exists() else {}
+
+    def save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data))
+        tmp.replace(self.path)
+
+
+# ------------------------------------------------------------------------------ entry
+def run(args, run_dir: Path) -> int:
+    _defaults(args)
+    return asyncio.run(_run(args, run_dir))
+
+
+async def _run(args, run_dir: Path) -> int:
+    import tinker
+
+    from .setup import load_tasks, make_context
+
+    ep = endpoints(need_sandbox=args.sandbox == "manager")
+    tasks = load_tasks(args.dataset, args.split, args.task_id)
+    ctx = await make_context(ep, tasks, args.sandbox, args.preset, args.rollout_concurrency, args.seed)
+    sc = tinker.ServiceClient(base_url=ep.backend_url, api_key=ep.api_key)
+    state = RunState(run_dir)
+    name = args.name or args.mode
+    res_dir = run_dir / "results" / name
+    res_dir.mkdir(parents=True, exist_ok=True)
+    result = json.loads((res_dir / "result.json").read_text()) if (res_dir / "result.json").exists() and state.data else {
+        "mode": args.mode, "model": ep.model, "config": {k: v for k, v in vars(args).items() if k != "func"},
+        "steps": [], "checkpoints": []}
+
+    # ---- the training client: resume > init-from > latest sft > fresh
+    key = config_key(ep, args)
+    if state.data.get("checkpoint"):
+        log.info("resuming from %s (step %d)", state.data["checkpoint"], state.data["step"])
+        tc = await sc.create_training_client_from_state_with_optimizer(state.data["checkpoint"])
+    else:
+        init = args.init_from
+        if init is None and args.mode != "sft" and latest_sft_path(key).exists():
+            init = json.loads(latest_sft_path(key).read_text())["path"]
+            log.info("warm start from the latest sft checkpoint of this configuration: %s", init)
+        if init and init != "none":
+            tc = await sc.create_training_client_from_state_with_optimizer(init)
+            result["init_from"] = init
+        else:
+            tc = await sc.create_lora_training_client(base_model=ep.model, rank=args.lora_rank, seed=args.seed)
+        state.data = {"step": 0, "rng": None, "checkpoint": None}
+    if state.data.get("rng") is not None:
+        ctx.rng.setstate(_rng_from_json(state.data["rng"]))
+    eos = ctx.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    recipe = {"sft": sft_step, "grpo": rl_step, "ppo": rl_step, "ppo-kl": rl_step}[args.mode]
+    shared: dict[str, Any] = {"eos": eos}
+    if args.mode == "sft":
+        shared["gold"] = await gold_datums(ctx)
+    if args.mode == "ppo-kl":
+        shared["reference"] = await sc.create_sampling_client(base_model=ep.model)
+    from tqdm import tqdm
+
+    bar = tqdm(total=args.num_steps, initial=state.data["step"], desc=args.mode, unit="step")
+    try:
+        for step in range(state.data["step"], args.num_steps):
+            t0 = time.time()
+            rec = await recipe(args, ctx, tc, step, run_dir, shared)
+            rec["step"] = step
+            rec["time_s"] = time.time() - t0
+            result["steps"].append(rec)
+            with open(run_dir / "metrics.jsonl", "a") as f:
+                f.write(json.dumps({k: v for k, v in rec.items() if not isinstance(v, (list, dict))} | rec.get("metrics", {})) + "\n")
+            log.info("step %d: %s", step, json.dumps({k: v for k, v in rec.items() if isinstance(v, (int, float))}))
+            bar.update(1)
+            bar.set_postfix_str(", ".join(f"{k}={rec[k]:.3f}" for k in ("mean_reward", "loss_per_token", "pass_rate") if isinstance(rec.get(k), float)))
+            state.data["step"] = step + 1
+            state.data["rng"] = _rng_to_json(ctx.rng.getstate())
+            stop = rec.get("gate_reached", False)
+            if (step + 1) % args.save_every == 0 or step + 1 == args.num_steps or stop:
+                path = (await tc.save_state(f"{args.mode}-{run_dir.name}-step{step + 1:04d}")).path
+                state.data["checkpoint"] = path
+                result["checkpoints"].append({"step": step + 1, "path": path})
+            state.save()
+            (res_dir / "result.json").write_text(json.dumps(result, indent=1))
+            write_reports(run_dir, result, name)
+            if stop:
+                log.info("sft gate reached (pass rate %.2f >= %.2f) at step %d", rec["pass_rate"], args.gate, step)
+                break
+    finally:
+        bar.close()
+    final = state.data.get("checkpoint")
+    if args.save_state:
+        final = (await tc.save_state(args.save_state, overwrite=True)).path
+        (run_dir / "checkpoint.json").write_text(json.dumps({"name": args.save_state, "path": final}, indent=1))
+    if args.mode == "sft" and final:
+        latest_sft_path(key).write_text(json.dumps({"path": final, "run_dir": str(run_dir)}))
+    result["final_checkpoint"] = final
+    (res_dir / "result.json").write_text(json.dumps(result, indent=1))
+    write_reports(run_dir, result, name)
+    print(f"{args.mode}: {len(result['steps'])} steps; final checkpoint {final}; results in {res_dir}")
+    return 0
+
+
+def _rng_to_json(st):
+    return [st[0], list(st[1]), st[2]]
+
+
+def _rng_from_json(j):
+    return (j[0], tuple(j[1]), j[2])
+
+
+# ------------------------------------------------------------------------------ sft
+async def gold_datums(ctx) -> list:
+    """Gold trajectories through the real agent, tools, sandbox and verifier (only reward 1 kept)."""
+    from .agent.scripted import ScriptedPolicy
+    from .setup import gold_turns_for
+
+    items = [(t, ScriptedPolicy(ctx.tokenizer, gold_turns_for(t))) for t in ctx.tasks]
+    trajs = await ctx.rollouts.run_many(items)
+    good = [t for t in trajs if t is not None and t.reward == 1.0]
+    log.info("gold trajectories: %d of %d tasks reach reward 1", len(good), len(items))
+    if not good:
+        raise SystemExit("no gold trajectory reached reward 1: check the tasks (prepare_sandbox.py --validate)")
+    return sft_datums(good)
+
+
+async def _pass_rate(ctx, tc, n: int, temperature: float, eos: int) -> tuple[float, list]:
+    from .agent.agent import TinkerPolicy
+
+    sampler = await tc.save_weights_and_get_sampling_client()
+    pol = TinkerPolicy(sampler, [eos], temperature=temperature)
+    tasks = [ctx.tasks[i % len(ctx.tasks)] for i in ctx.rng.sample(range(max(n, len(ctx.tasks))), n)]
+    trajs = await ctx.rollouts.run_many([(t, pol) for t in tasks])
+    done = [t for t in trajs if t is not None]
+    return (sum(t.reward or 0.0 for t in done) / len(done) if done else 0.0), done
+
+
+async def sft_step(args, ctx, tc, step, run_dir, shared) -> dict:
+    data = shared["gold"]
+    batch = ctx.rng.sample(data, min(args.batch_size, len(data)))
+    t0 = time.time()
+    f = tc.forward_backward(batch, "cross_entropy")
+    o = tc.optim_step(_adam(args.learning_rate))
+    fb, opt = await f, await o
+    ntok = sum(float(d.loss_fn_inputs["weights"].to_numpy().sum()) for d in batch)
+    rec: dict[str, Any] = {"loss_per_token": fb.metrics["loss:sum"] / max(ntok, 1), "n_datums": len(batch),
+                           "train_s": time.time() - t0, "metrics": {**fb.metrics, **(opt.metrics or {})}}
+    if args.eval_every and (step + 1) % args.eval_every == 0:
+        te = time.time()
+        rate, trajs = await _pass_rate(ctx, tc, args.eval_n, 1.0, shared["eos"])
+        rec.update(pass_rate=rate, eval_s=time.time() - te, mean_reward=rate, gate_reached=rate >= args.gate)
+        d = run_dir / f"step_{step:03d}"
+        from .rollout import save_rollout
+
+        for i, tr in enumerate(trajs[:4]):
+            save_rollout(tr, d, f"rollout_{i:02d}", {"rollout_idx": i, "return": tr.reward})
+    return rec
+
+
+# ------------------------------------------------------------------------------ grpo / ppo / ppo-kl
+async def rl_step(args, ctx, tc, step, run_dir, shared) -> dict:
+    from .agent.agent import TinkerPolicy
+    from .rollout import Failures, save_rollout
+
+    timings: dict[str, float] = {}
+    t0 = time.time()
+    sampler = await tc.save_weights_and_get_sampling_client()
+    timings["weight_sync_s"] = time.time() - t0
+    pol = TinkerPolicy(sampler, [shared["eos"]], temperature=args.temperature)
+    order = shared.setdefault("order", [])
+    if len(order) < args.groups_per_step:
+        idx = list(range(len(ctx.tasks)))
+        ctx.rng.shuffle(idx)
+        order.extend(idx)
+    picked = [ctx.tasks[order.pop(0)] for _ in range(args.groups_per_step)]
+    failures = Failures()
+    t1 = time.time()
+    groups = await asyncio.gather(*(ctx.rollouts.run_many([(t, pol)] * args.group_size, failures) for t in picked))
+    timings["rollout_s"] = time.time() - t1
+    trajs, advs, group_returns, group_advs, skipped, dropped = [], [], [], [], 0, 0
+    for g in groups:
+        if any(t is None for t in g):  # a group that cannot be completed is dropped whole
+            dropped += 1
+            continue
+        rewards = [float(t.reward or 0.0) for t in g]
+        group_returns.append(rewards)
+        if args.mode == "grpo":
+            a = group_advantages(rewards, args.normalize_std, args.leave_one_out)
+        else:  # ppo: baseline = running mean reward of the batch so far (reward 0 still gets gradient)
+            a = rewards
+        group_advs.append(a)
+        if args.mode == "grpo" and max(rewards) == min(rewards):
+            skipped += 1
+            continue
+        trajs += g
+        advs += a
+    if args.mode != "grpo" and trajs:
+        flat = [float(t.reward or 0.0) for t in trajs]
+        base = shared.setdefault("baseline", None)
+        batch_mean = float(np.mean(flat))
+        baseline = batch_mean if base is None else 0.9 * base + 0.1 * batch_mean
+        shared["baseline"] = baseline
+        advs = [r - baseline for r in flat]
+    all_rewards = [r for g in group_returns for r in g]
+    rec: dict[str, Any] = {"mean_reward": float(np.mean(all_rewards)) if all_rewards else 0.0,
+                           "n_rollouts": sum(len(g) for g in group_returns), "groups_skipped_zero_variance": skipped,
+                           "groups_dropped": dropped, "failures": failures.to_dict(), "group_returns": group_returns,
+                           "group_advantages": group_advs, "tasks": [t.name for t in picked]}
+    sd = run_dir / f"step_{step:03d}"
+    k = 0
+    for t, g, a in zip(picked, groups, group_advs if len(group_advs) == len(groups) else [[0.0] * len(g) for g in groups]):
+        for tr, adv in zip(g, a):
+            if tr is not None:
+                save_rollout(tr, sd, f"rollout_{k:02d}", {"rollout_idx": k, "return": tr.reward, "advantage": adv})
+            k += 1
+    datums = rl_datums(trajs, advs)
+    if args.max_train_transitions and len(datums) > args.max_train_transitions:
+        datums = ctx.rng.sample(datums, args.max_train_transitions)
+    rec["train_transitions"] = len(datums)
+    rec["train_tokens"] = int(sum(d.model_input.length for d in datums))
+    t2 = time.time()
+    if datums:
+        if args.mode == "grpo":
+            loss = args.loss or "importance_sampling"
+            f = tc.forward_backward(datums, loss)
+            o = tc.optim_step(_adam(args.learning_rate))
+            fb, opt = await f, await o
+            rec["fwdbwd_metrics"] = fb.metrics
+            rec["optim_metrics"] = opt.metrics or {}
+        else:
+            rec.update(await _ppo_update(args, tc, datums, shared, ctx.rng))
+    timings["train_s"] = time.time() - t2
+    timings["sandbox_s"] = sum(t.timings.get("sandbox_s", 0) for t in trajs)
+    timings["sampling_s"] = sum(t.timings.get("sample_s", 0) for t in trajs)
+    timings["verifier_s"] = sum(t.timings.get("verifier_s", 0) for t in trajs)
+    rec["timings"] = timings
+    rec["metrics"] = {**{f"fwdbwd/{k}": v for k, v in rec.get("fwdbwd_metrics", {}).items()},
+                      **{f"optim/{k}": v for k, v in rec.get("optim_metrics", {}).items()}}
+    sd.mkdir(parents=True, exist_ok=True)
+    (sd / "step_result.json").write_text(json.dumps(rec, indent=1))
+    return rec
+
+
+async def _ppo_update(args, tc, datums, shared, rng: random.Random) -> dict:
+    """Clipped PPO over several minibatch epochs; with --kl-beta > 0 a k3 KL penalty against the
+    frozen reference (the base model's logprobs from compute_logprobs), via forward_backward_custom."""
+    import torch
+
+    beta = args.kl_beta
+    ref_lps: list[torch.Tensor | None] = [None] * len(datums)
+    if beta > 0:
+        ref = shared["reference"]
+        from tinker import types
+
+        async def ref_of(d):
+            toks = d.model_input.to_ints() + [int(d.loss_fn_inputs["target_tokens"].to_numpy()[-1])]
+            lps = await ref.compute_logprobs(types.ModelInput.from_ints(toks))
+            return torch.tensor([0.0 if x is None else x for x in lps[1:]], dtype=torch.float32)
+
+        ref_lps = list(await asyncio.gather(*(ref_of(d) for d in datums)))
+    idx = list(range(len(datums)))
+    fb_metrics: dict[str, float] = {}
+    kls: list[float] = []
+    clipfracs: list[float] = []
+    for epoch in range(args.ppo_epochs):
+        rng.shuffle(idx)
+        for mb in np.array_split(np.array(idx), max(1, min(args.minibatches, len(idx)))):
+            batch = [datums[i] for i in mb]
+            refs = [ref_lps[i] for i in mb]
+
+            def loss_fn(data, logprobs_list):
+                total = torch.zeros(())
+                ntok = 0
+                kl_sum = 0.0
+                clip_n = 0.0
+                for d, lp, rl in zip(data, logprobs_list, refs):
+                    q = torch.tensor(d.loss_fn_inputs["logprobs"].to_numpy())
+                    a = torch.tensor(d.loss_fn_inputs["advantages"].to_numpy())
+                    mask = (a != 0).float()
+                    r = torch.exp(lp - q)
+                    obj = torch.minimum(r * a, torch.clamp(r, 0.8, 1.2) * a)
+                    el = -obj
+                    if rl is not None:
+                        diff = rl - lp
+                        k3 = torch.exp(diff) - 1 - diff
+                        el = el + beta * k3 * mask
+                        kl_sum += float((k3 * mask).sum())
+                    clip_n += float((((r < 0.8) | (r > 1.2)).float() * mask).sum())
+                    total = total + (el * mask).sum()
+                    ntok += int(mask.sum())
+                kls.append(kl_sum / max(ntok, 1))
+                clipfracs.append(clip_n / max(ntok, 1))
+                return total / max(ntok, 1), {"ppo_tokens:sum": float(ntok)}
+
+            f = tc.forward_backward_custom(batch, loss_fn)
+            o = tc.optim_step(_adam(args.learning_rate))
+            fb, _ = await f, await o
+            fb_metrics = fb.metrics
+    return {"fwdbwd_metrics": fb_metrics, "optim_metrics": {}, "kl_per_token": float(np.mean(kls)) if kls else 0.0,
+            "kl_beta": beta, "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0, "ppo_epochs": args.ppo_epochs}
