@@ -559,7 +559,13 @@ def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tens
     idx = a.nonzero()[:, 0]
     if idx.numel():
         ha, ta = h.index_select(0, idx), t.index_select(0, idx)
-        lpa = torch.cat([chunk(ha[s: s + chunk_tokens], ta[s: s + chunk_tokens]) for s in range(0, len(idx), chunk_tokens)])
+        if ha.is_cuda:  # keep only the chunk's hidden states; its [chunk, V] float32 logits are recomputed in backward
+            from torch.utils.checkpoint import checkpoint
+
+            grad_chunk = lambda hs, ts: checkpoint(chunk, hs, ts, use_reentrant=False)  # noqa: E731
+        else:
+            grad_chunk = chunk
+        lpa = torch.cat([grad_chunk(ha[s: s + chunk_tokens], ta[s: s + chunk_tokens]) for s in range(0, len(idx), chunk_tokens)])
         lp = lp.index_put((idx,), lpa)
     return lp.view(B, T)
 

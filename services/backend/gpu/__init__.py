@@ -9,7 +9,14 @@
                    random stream per sequence, so a seed gives the same tokens whatever the batch.
 * ``engine.py``    ``StaticEngine``: slots, prefill (one per distinct prompt, KV copied to the
                    ``num_samples`` slots), continuous batching of the decode loop across requests,
-                   stop tokens/strings, per-token logprobs, CUDA graphs per (batch, context) bucket.
+                   stop tokens/strings, per-token logprobs, CUDA graphs per (batch, context) bucket,
+                   and (on CUDA) torch.compile of the elementwise pieces between the matmuls.
+* ``logprobs.py``  training-side per-token logprobs with lm_head + float32 log-softmax chunked under
+                   checkpointing (memory bounded with a 151,936-token vocabulary).
+* ``glue.py``      what ``Runtime.sample`` calls (engine per base model, weights selection, sizing from
+                   ``engine.sampler_options``, HF fallback for requests longer than the static cache).
+
+Figures and commands: docs/performance.md.
 
 Importing this package never touches CUDA: everything runs (eagerly, without graphs) on CPU too,
 which is what the CPU tests use.

@@ -12,6 +12,7 @@ options (``engine.sampler_options`` in engine.yaml):
                    1 GB on CPU)
   prefill_tokens   padded prompt tokens per prefill forward (default 16384)
   cuda_graphs      capture the decode step (default: on CUDA)
+  compile          torch.compile the elementwise pieces (default: on CUDA; eager fallback on failure)
   attention        decode attention: bmm (default) | sdpa
 """
 
@@ -82,7 +83,7 @@ class StaticSampling:
 
     def sample(self, base, weights_key: str | None, sw, specs, fallback, poll=None):
         eng = self.engine(base)
-        wid = weights_key or "base"
+        wid = ("base",) if weights_key is None else ("snapshot", weights_key)
         if sw is None:
             eng.load_weights(wid, base.hf, None)
         elif sw.module is not None:
