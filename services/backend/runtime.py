@@ -467,7 +467,10 @@ class Runtime:
     def has_sampler(self, key: str) -> bool:
         return key in self.samplers
 
-    def sample(self, base_model: str, weights_key: str | None, specs: list[sampler.SampleSpec]) -> list[sampler.SampleResult]:
+    def sample(self, base_model: str, weights_key: str | None, specs: list[sampler.SampleSpec],
+               poll=None) -> list[sampler.SampleResult]:
+        """``poll()`` (static engine only) returns further (spec, callback) pairs with the same weights
+        to admit into the running decode loop (continuous batching); their results go to the callbacks."""
         base = self.base(base_model)
         if weights_key is None:
             module, ctx = base.forward_module(None)
@@ -488,7 +491,7 @@ class Runtime:
                 return sampler.generate(module, base.tokenizer, sp, base.device, self.max_batch_sequences)
 
         if self.static is not None:  # specs longer than the static cache fall back to hf_generate
-            return self.static.sample(base, weights_key, None if weights_key is None else sw, specs, hf_generate)
+            return self.static.sample(base, weights_key, None if weights_key is None else sw, specs, hf_generate, poll=poll)
         return hf_generate(specs)
 
 
