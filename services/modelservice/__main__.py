@@ -46,7 +46,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--harbor-config", default=None, help="YAML with agent.budgets (default config/harbor.yaml)")
     p.add_argument("--trajectories-dir", default=None, help="where closed sessions are saved ('' = nowhere)")
     p.add_argument("--history", choices=["splice", "render"], default=None, help="prompt construction (default splice)")
-    p.add_argument("--replay", default=None, help="test double: JSON list of scripted replies (teacher-forced)")
+    p.add_argument("--record-requests", action="store_true", default=None,
+                   help="keep every call's (normalised) messages in the session record (tests, debugging)")
     p.add_argument("--log-file", default=None, help="log file (default state/logs/modelservice.log)")
     p.add_argument("--log-level", default="INFO")
     return p.parse_args(argv)
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                                ("backend_url", tk, "base_url"), ("backend_key", tk, "api_key"),
                                ("base_model", tk, "base_model"), ("model_path", tk, "model_path"),
                                ("tokenizer", tk, "tokenizer"), ("trajectories_dir", ms, "trajectories_dir"),
-                               ("history", ms, "history"), ("replay", ms, "replay"), ("log_file", ms, "log_file")):
+                               ("history", ms, "history"), ("record_requests", ms, "record_requests"), ("log_file", ms, "log_file")):
         v = getattr(args, name)
         if v is not None:
             section[key] = v
@@ -127,7 +128,7 @@ async def build_state(cfg: dict[str, Any], harbor_config: str | None = None):
     from .budget import BudgetGuard, load_budgets
     from .config import resolve
     from .render import ChatRenderer
-    from .sampler import ReplaySampler, TinkerSampler
+    from .sampler import TinkerSampler
     from .sessions import Recorder
 
     ms, tk = cfg["modelservice"], cfg["tinker"]
@@ -142,14 +143,10 @@ async def build_state(cfg: dict[str, Any], harbor_config: str | None = None):
     else:
         tokenizer = await asyncio.to_thread(sampler.tokenizer)
     renderer = ChatRenderer(tokenizer)
-    if ms.get("replay"):
-        script = json.loads(Path(resolve(ms["replay"])).read_text())
-        if not isinstance(script, list) or not script or not all(isinstance(x, str) for x in script):
-            raise ValueError("replay: a JSON list of reply strings is expected")
-        sampler = ReplaySampler(sampler, script, renderer.encode, renderer.eos_id)
     budgets = load_budgets(harbor_config)
     recorder = Recorder(renderer, sampler, BudgetGuard(budgets), history=ms.get("history", "splice"),
-                        temperature=float(ms.get("temperature", 1.0)), top_p=float(ms.get("top_p", 1.0)))
+                        temperature=float(ms.get("temperature", 1.0)), top_p=float(ms.get("top_p", 1.0)),
+                        record_requests=bool(ms.get("record_requests", False)))
     tdir = resolve(ms.get("trajectories_dir"))
     state = ModelServiceState(recorder, sampler.model_name, ms.get("key"), tdir, int(ms.get("max_sessions", 1024)))
     return state, sampler, budgets

@@ -5,7 +5,7 @@ OpenAI-compatible (per session, no key needed on the Unix socket: the session id
 Same with the key, session from the ``X-Session-Id`` header (default ``default``, created on use):
     POST /v1/chat/completions                  GET /v1/models
 Sessions (key required on every transport):
-    POST /sessions {session_id?, task_id?, metadata?}   GET /sessions   GET /sessions/{id}
+    POST /sessions {session_id?, task_id?, metadata?, replay?}  (replay: scripted replies, a test double)   GET /sessions   GET /sessions/{id}
     DELETE /sessions/{id}   (returns and, with ``trajectories_dir``, saves the record)
     GET /health  (open)
 Key: ``Authorization: Bearer <key>`` or ``X-Key: <key>``.
@@ -42,7 +42,8 @@ class ModelServiceState:
         self.max_sessions = max_sessions
         self.sessions: dict[str, Session] = {}
 
-    def create(self, session_id: str | None = None, task_id: str = "", metadata: dict | None = None) -> Session:
+    def create(self, session_id: str | None = None, task_id: str = "", metadata: dict | None = None,
+               replay: list[str] | None = None) -> Session:
         sid = session_id or new_session_id()
         if not valid_session_id(sid):
             raise BadRequest("session_id: 1-128 characters of [A-Za-z0-9_-]")
@@ -50,7 +51,10 @@ class ModelServiceState:
             raise KeyError(sid)
         if len(self.sessions) >= self.max_sessions:
             raise BadRequest(f"too many open sessions ({self.max_sessions}); close some first")
-        s = Session(id=sid, task_id=task_id, metadata=dict(metadata or {}))
+        if replay is not None and (not isinstance(replay, list) or not replay
+                                   or not all(isinstance(x, str) for x in replay)):
+            raise BadRequest("replay: a non-empty list of reply strings")
+        s = Session(id=sid, task_id=task_id, metadata=dict(metadata or {}), replay=replay)
         s.traj.task_id = task_id
         self.sessions[sid] = s
         log.info("session %s created (task %s)", sid, task_id or "-")
@@ -214,7 +218,8 @@ def build_app(state: ModelServiceState) -> FastAPI:
         except ValueError:
             return _err(400, "body is not JSON")
         try:
-            s = state.create(body.get("session_id"), str(body.get("task_id") or ""), body.get("metadata"))
+            s = state.create(body.get("session_id"), str(body.get("task_id") or ""), body.get("metadata"),
+                             body.get("replay"))
         except BadRequest as e:
             return _err(400, str(e))
         except KeyError:

@@ -24,7 +24,7 @@ DEFAULTS: dict[str, Any] = {
         "temperature": 1.0,
         "top_p": 1.0,
         "max_sessions": 1024,
-        "replay": None,                      # test double: JSON file with a list of scripted replies
+        "record_requests": False,            # keep each call's messages in the session record (tests)
     },
     "tinker": {"base_url": None, "api_key": None, "base_model": None, "model_path": None, "tokenizer": None},
 }

@@ -1,10 +1,8 @@
 """Sampling through the official tinker SDK (``SamplingClient``) against our backend.
 
 ``TinkerSampler``: one SamplingClient (base model or ``tinker://.../sampler_weights/...``).
-``ReplaySampler``: a test double that answers each session's calls with scripted texts, teacher-
-forced through the same SamplingClient (``compute_logprobs``), so its turns carry the backend's
-real logprobs and train like sampled ones. It lets an unmodified harness take a known path
-(e.g. the gold edit) through the real service, sandbox and verifier.
+Sessions created with ``replay`` (a test double, sessions.py) are teacher-forced through the same
+client's ``compute_logprobs`` instead of sampled.
 """
 
 from __future__ import annotations
@@ -76,38 +74,3 @@ class TinkerSampler:
                     except Exception:  # noqa: BLE001  (best effort at shutdown)
                         pass
                     break
-
-
-class ReplaySampler:
-    """Scripted replies per session, in order (the last one repeats); real logprobs via the backend."""
-
-    def __init__(self, inner: TinkerSampler, script: list[str], encode, eos_id: int):
-        self.inner, self.script, self.encode, self.eos_id = inner, list(script), encode, eos_id
-        self.calls: dict[str, int] = {}
-
-    @property
-    def model_name(self) -> str:
-        return self.inner.model_name
-
-    async def start(self) -> None:
-        await self.inner.start()
-
-    def tokenizer(self):
-        return self.inner.tokenizer()
-
-    async def sample(self, prompt: list[int], max_tokens: int, stop: list[int], temperature: float = 1.0,
-                     top_p: float = 1.0, seed: int | None = None, session: str = "") -> SampleOut:
-        i = self.calls.get(session, 0)
-        self.calls[session] = i + 1
-        toks = self.encode(self.script[min(i, len(self.script) - 1)]) + [self.eos_id]
-        reason = "stop"
-        if len(toks) > max_tokens:
-            toks, reason = toks[:max_tokens], "length"
-        lps = await self.inner.compute_logprobs(prompt + toks)
-        return SampleOut(toks, [float(x) for x in lps[len(prompt):]], reason)
-
-    async def compute_logprobs(self, tokens: list[int]) -> list[float | None]:
-        return await self.inner.compute_logprobs(tokens)
-
-    async def close(self) -> None:
-        await self.inner.close()

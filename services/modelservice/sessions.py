@@ -78,6 +78,7 @@ class Session:
     requests: int = 0
     rejected: int = 0
     closed: bool = False
+    replay: list[str] | None = None  # test double: scripted replies, teacher-forced (real logprobs)
 
     def stats(self) -> dict[str, Any]:
         return {"session_id": self.id, "task_id": self.task_id, "turns": len(self.traj.turns),
@@ -99,11 +100,12 @@ class Recorder:
     """Builds prompts, samples, and records turns. One per service; sessions are independent."""
 
     def __init__(self, renderer: ChatRenderer, sampler, guard: BudgetGuard, history: str = "splice",
-                 temperature: float = 1.0, top_p: float = 1.0):
+                 temperature: float = 1.0, top_p: float = 1.0, record_requests: bool = False):
         if history not in ("splice", "render"):
             raise ValueError("history must be 'splice' or 'render'")
         self.r, self.sampler, self.guard, self.history = renderer, sampler, guard, history
         self.temperature, self.top_p = temperature, top_p
+        self.record_requests = record_requests   # keep each call's normalised messages in turn_info (tests)
 
     # -- prompt construction (pure; runs in a worker thread)
     def _prompt(self, s: Session, msgs: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
@@ -124,6 +126,18 @@ class Recorder:
                 how = "spliced"
                 new_obs = [m.get("content") or "" for m in msgs[n + 1:]]
         return prompt, how, prompt == template_ids, new_obs
+
+    async def _forced(self, s: Session, prompt: list[int], max_tokens: int):
+        """The session's next scripted reply (the last one repeats), scored by the backend."""
+        from .sampler import SampleOut
+        assert s.replay
+        text = s.replay[min(len(s.traj.turns), len(s.replay) - 1)]
+        toks = await asyncio.to_thread(self.r.encode, text)
+        toks, reason = toks + [self.r.eos_id], "stop"
+        if len(toks) > max_tokens:
+            toks, reason = toks[:max_tokens], "length"
+        lps = await self.sampler.compute_logprobs(prompt + toks)
+        return SampleOut(toks, [float(x) for x in lps[len(prompt):]], reason)
 
     async def complete(self, s: Session, body: dict[str, Any]) -> CallResult:
         """One chat completion for session ``s`` (serialised per session)."""
@@ -153,6 +167,8 @@ class Recorder:
         seg = traj.segments[-1] if traj.segments else None
         info: dict[str, Any] = {"turn": len(traj.turns), "prompt": how, "template_match": template_match,
                                 "new_segment": False, "reason": ""}
+        if self.record_requests:
+            info["messages"], info["tools"] = msgs, tools
         if seg is not None and s.last and len(prompt) >= s.last.end and prompt[:s.last.end] == seg.tokens[:s.last.end]:
             seg.extend(prompt[s.last.end:], sampled=False)
             if traj.turns and new_obs:
@@ -169,8 +185,11 @@ class Recorder:
         temperature = float(body["temperature"]) if body.get("temperature") is not None else self.temperature
         top_p = float(body["top_p"]) if body.get("top_p") is not None else self.top_p
         t0 = time.time()
-        out = await self.sampler.sample(prompt, max_tokens, self.r.stop_ids, temperature=temperature, top_p=top_p,
-                                        seed=body.get("seed"), session=s.id)
+        if s.replay is not None:
+            out = await self._forced(s, prompt, max_tokens)
+        else:
+            out = await self.sampler.sample(prompt, max_tokens, self.r.stop_ids, temperature=temperature, top_p=top_p,
+                                            seed=body.get("seed"), session=s.id)
         sample_s = time.time() - t0
         if len(out.logprobs) != len(out.tokens):
             raise RuntimeError(f"sampler returned {len(out.tokens)} tokens but {len(out.logprobs)} logprobs")
