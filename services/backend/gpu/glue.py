@@ -90,6 +90,18 @@ class StaticSampling:
             eng.load_weights(wid, sw.module, None)
         else:
             eng.load_weights(wid, base.hf, sw.adapter)
+        if poll is not None:
+            outer = poll
+
+            def poll():  # requests that do not fit the static cache are served by the fallback at once
+                out = []
+                for spec, cb in outer() or []:
+                    if eng.fits(spec):
+                        out.append((spec, cb))
+                    else:
+                        cb(fallback([spec])[0])
+                return out
+
         fit = [i for i, s in enumerate(specs) if eng.fits(s)]
         results: list[Any] = [None] * len(specs)
         if fit:
