@@ -1,0 +1,73 @@
+"""Issue 5, acceptance 3: `run.sh rollout` on the embedded default, from the README's commands:
+it starts the backend and the sandbox manager, runs one agent attempt in an isolated sandbox,
+writes the run directory, and stops what it started."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import REPO, free_port
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing (bash setup.sh system)")
+
+
+@pytest.fixture()
+def isolated_config(tiny_model):
+    tmp = Path(tempfile.mkdtemp(prefix="lts-runsh-"))
+    tmp.chmod(0o755)
+    cfg = tmp / "config"
+    subprocess.run([str(REPO / ".venv-control/bin/python"), "configure.py", "--out", str(cfg), "--port", str(free_port()),
+                    "--admin-port", str(free_port())], cwd=REPO, check=True, capture_output=True)
+    rt = yaml.safe_load((cfg / "runtime.yaml").read_text())
+    rt["backend"]["state_dir"] = str(tmp / "backend")
+    rt["backend"]["log_file"] = str(tmp / "backend.log")
+    rt["engine_config"] = str(cfg / "engine.yaml")
+    (cfg / "runtime.yaml").write_text(yaml.safe_dump(rt))
+    adm = yaml.safe_load((cfg / "admin.yaml").read_text())
+    adm["state_dir"] = str(tmp / "sandboxes")
+    adm["admin"]["log_file"] = str(tmp / "admin.log")
+    (cfg / "admin.yaml").write_text(yaml.safe_dump(adm))
+    yield tmp, cfg
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _our_services(cfg: Path) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [l for l in out.splitlines() if ("services.backend" in l or "services.sandbox" in l) and "--config" not in l
+            and str(cfg) not in l]
+
+
+def test_run_sh_rollout_embedded_default(isolated_config):
+    tmp, cfg = isolated_config
+    before = _our_services(cfg)
+    env = dict(os.environ, LTS_CONFIG_DIR=str(cfg), LTS_RUNS_DIR=str(tmp / "runs"))
+    env.pop("TINKER_API_KEY", None)
+    env.pop("TINKER_BASE_URL", None)
+    r = subprocess.run(["bash", "run.sh", "rollout", "--task-id", "absolute", "--preset", "quickstart"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("Run directory: ")
+    run_dir = Path(first.split(": ", 1)[1])
+    assert run_dir.parent == tmp / "runs" and run_dir.name.startswith("rollout-")
+    status = json.loads((run_dir / "exit-status.json").read_text())
+    assert status["exit_code"] == 0 and status["duration_s"] > 0
+    summ = json.loads((run_dir / "results" / "rollout" / "summary.json").read_text())
+    assert summ["task_id"] == "lts-micro/absolute" and summ["episode_done"] is True
+    assert summ["reward"] in (0.0, 1.0) and summ["turns_used"] >= 1 and summ["time_seconds"] > 0
+    assert summ["stop_reason"] in ("submitted", "max_turns", "context_overflow")
+    assert summ["tokens"]["sampled"] > 0
+    traj = json.loads((run_dir / "results" / "rollout" / "trajectory.json").read_text())
+    assert traj["segments"] and traj["turns"] and traj["verifier"]
+    assert (run_dir / "results" / "rollout" / "trajectory.txt").read_text().startswith("# task lts-micro/absolute")
+    log = (run_dir / "client.log").read_text()
+    assert "starting backend" in log and "starting sandbox manager" in log and "stopping backend" in log
+    assert _our_services(cfg) == before, "run.sh left a service running"
