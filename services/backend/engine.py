@@ -171,6 +171,26 @@ class Engine:
         if job.request_id:
             self.on_done(job.request_id)
 
+    def _poll_samples(self, key: tuple[str, str | None]) -> list[tuple[Any, Callable[[Any], None]]]:
+        """Continuous batching: sample jobs for the same weights that arrived while a decode loop
+        runs join it (engines that support it call this between decode steps)."""
+        with self._cv:
+            mine = [j for j in self._samples if j.sample_key == key]
+            if not mine:
+                return []
+            self._samples = [j for j in self._samples if j.sample_key != key]
+
+        def callback(job: Job) -> Callable[[Any], None]:
+            def done(result: Any) -> None:
+                try:
+                    self.store.complete(job.request_id, *job.finish_sample(result))
+                except Exception as e:  # noqa: BLE001
+                    self.store.fail(job.request_id, f"internal error while sampling: {type(e).__name__}: {e}", "server")
+                self.on_done(job.request_id)
+            return done
+
+        return [(j.sample_spec, callback(j)) for j in mine]
+
     def _run_sampling_round(self) -> None:
         with self._cv:
             if not self._samples:
@@ -185,7 +205,8 @@ class Engine:
         for (base, wkey), group in groups.items():
             t0 = time.time()
             try:
-                results = self.runtime.sample(base, wkey, [j.sample_spec for j in group])
+                results = self.runtime.sample(base, wkey, [j.sample_spec for j in group],
+                                              poll=lambda key=(base, wkey): self._poll_samples(key))
                 outs = [(j, j.finish_sample(r), None) for j, r in zip(group, results)]
             except TinkerError as e:
                 outs = [(j, None, (e.message, e.category)) for j in group]
