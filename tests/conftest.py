@@ -49,3 +49,34 @@ def sandbox_admin(tmp_path_factory):
     yield a
     a.stop()
     shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture()
+def isolated_config(tiny_model):
+    """A private config/ (free ports, state under a temp dir) for run.sh tests."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    import yaml
+
+    from helpers import free_port
+
+    tmp = Path(tempfile.mkdtemp(prefix="lts-runsh-"))
+    tmp.chmod(0o755)
+    cfg = tmp / "config"
+    subprocess.run([str(REPO / ".venv-control/bin/python"), "configure.py", "--out", str(cfg), "--port", str(free_port()),
+                    "--admin-port", str(free_port())], cwd=REPO, check=True, capture_output=True)
+    rt = yaml.safe_load((cfg / "runtime.yaml").read_text())
+    rt["backend"]["state_dir"] = str(tmp / "backend")
+    rt["backend"]["log_file"] = str(tmp / "backend.log")
+    rt["engine_config"] = str(cfg / "engine.yaml")
+    (cfg / "runtime.yaml").write_text(yaml.safe_dump(rt))
+    adm = yaml.safe_load((cfg / "admin.yaml").read_text())
+    adm["state_dir"] = str(tmp / "sandboxes")
+    adm["admin"]["log_file"] = str(tmp / "admin.log")
+    (cfg / "admin.yaml").write_text(yaml.safe_dump(adm))
+    yield tmp, cfg
+    shutil.rmtree(tmp, ignore_errors=True)
+
+

@@ -1,0 +1,103 @@
+"""Issue 6 machinery, end to end on the embedded default with tiny budgets: sft -> grpo (warm
+started from the sft checkpoint), ppo and ppo-kl, with every documented result file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from helpers import REPO
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing (bash setup.sh system)")
+TASKS = ["--task-id", "absolute", "--task-id", "clamp"]
+
+
+@pytest.fixture()
+def running(isolated_config):
+    """Backend + sandbox manager already running (run.sh must then leave them running)."""
+    tmp, cfg = isolated_config
+    env = dict(os.environ, LTS_CONFIG_DIR=str(cfg), LTS_RUNS_DIR=str(tmp / "runs"))
+    env.pop("TINKER_API_KEY", None)
+    rt = yaml.safe_load((cfg / "runtime.yaml").read_text())
+    adm = yaml.safe_load((cfg / "admin.yaml").read_text())
+    procs = [subprocess.Popen(["bash", "serve.sh", "backend"], cwd=REPO, env=env, stdout=open(tmp / "be.out", "w"), stderr=subprocess.STDOUT),
+             subprocess.Popen(["bash", "serve.sh", "admin"], cwd=REPO, env=env, stdout=open(tmp / "adm.out", "w"), stderr=subprocess.STDOUT)]
+    urls = [f"http://127.0.0.1:{rt['backend']['port']}/api/v1/healthz", f"http://127.0.0.1:{adm['admin']['port']}/health"]
+    deadline = time.time() + 120
+    for u in urls:
+        while True:
+            try:
+                if httpx.get(u, timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.time() < deadline, (tmp / "be.out").read_text()[-2000:] + (tmp / "adm.out").read_text()[-2000:]
+            time.sleep(0.3)
+    yield tmp, env
+    for p in procs:
+        p.terminate()
+        p.wait(30)
+
+
+def _run(env, *args, timeout=600) -> Path:
+    r = subprocess.run(["bash", "run.sh", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    return Path(r.stdout.splitlines()[0].split(": ", 1)[1])
+
+
+def _json(p: Path):
+    return json.loads(p.read_text())
+
+
+def test_sft_then_grpo_ppo_ppokl_write_documented_results(running):
+    tmp, env = running
+    sft = _run(env, "sft", "--preset", "quickstart", *TASKS, "--num-steps", "2", "--batch-size", "2", "--eval-every", "2",
+               "--eval-n", "2", "--save-every", "1")
+    res = _json(sft / "results" / "sft" / "result.json")
+    assert [s["step"] for s in res["steps"]] == [0, 1] and res["final_checkpoint"].startswith("tinker://")
+    assert "loss_per_token" in res["steps"][0] and "pass_rate" in res["steps"][1]
+    assert _json(sft / "exit-status.json")["exit_code"] == 0
+
+    grpo = _run(env, "grpo", "--preset", "quickstart", *TASKS, "--num-steps", "2", "--group-size", "2",
+                "--groups-per-step", "2", "--save-state", "final", "--learning-rate", "1e-3")
+    res = _json(grpo / "results" / "grpo" / "result.json")
+    assert res["init_from"] == _json(sft / "results" / "sft" / "result.json")["final_checkpoint"], "grpo warm-starts from sft"
+    assert len(res["steps"]) == 2
+    for s in res["steps"]:
+        for k in ("step", "mean_reward", "n_rollouts", "failures", "group_returns", "group_advantages", "timings"):
+            assert k in s, k
+        assert s["n_rollouts"] == 4 and set(s["failures"]) == {"infra", "agent", "verifier", "retries"}
+        assert set(s["timings"]) >= {"rollout_s", "train_s", "weight_sync_s", "sandbox_s", "sampling_s", "verifier_s"}
+    step = _json(grpo / "step_000" / "step_result.json")
+    assert len(step["group_returns"]) == 2 and all(len(g) == 2 for g in step["group_returns"])
+    r0 = _json(grpo / "step_000" / "rollout_00.json")
+    assert {"rollout_idx", "return", "advantage", "task_id", "turns_used", "trajectory"} <= set(r0)
+    assert (grpo / "step_000" / "rollout_00.txt").read_text().startswith("# task ")
+    ck = _json(grpo / "checkpoint.json")
+    assert ck["name"] == "final" and ck["path"].endswith("/weights/final")
+    metrics = [json.loads(l) for l in (grpo / "metrics.jsonl").read_text().splitlines()]
+    assert len(metrics) == 2 and "mean_reward" in metrics[0]
+    png = grpo / "results" / "grpo" / "reward_curve.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = (grpo / "viewer.html").read_text()
+    assert "<details>" in html and "reward_curve.png" in html
+
+    kls = {}
+    for beta in ("0", "0.5"):
+        d = _run(env, "ppo-kl", "--preset", "quickstart", *TASKS, "--num-steps", "2", "--group-size", "2",
+                 "--groups-per-step", "2", "--kl-beta", beta, "--init-from", "none", "--learning-rate", "3e-3")
+        steps = _json(d / "results" / "ppo-kl" / "result.json")["steps"]
+        assert all("kl_per_token" in s and s["kl_beta"] == float(beta) for s in steps if s["train_transitions"])
+        kls[beta] = [s.get("kl_per_token", 0.0) for s in steps]
+    assert all(k >= 0 and k < 10 for v in kls.values() for k in v), kls
+    ppo = _run(env, "ppo", "--preset", "quickstart", *TASKS, "--num-steps", "1", "--group-size", "2", "--groups-per-step", "2",
+               "--init-from", "none")
+    assert _json(ppo / "results" / "ppo" / "result.json")["steps"][0]["n_rollouts"] == 4
