@@ -130,6 +130,13 @@ async def _run(args, run_dir: Path) -> int:
         "mode": args.mode, "model": ep.model, "config": {k: v for k, v in vars(args).items() if k != "func"},
         "steps": [], "checkpoints": []}
 
+    if state.data.get("step"):  # resuming: forget what was logged after the last saved state
+        done = state.data["step"]
+        result["steps"] = [x for x in result["steps"] if x["step"] < done]
+        result["checkpoints"] = [c for c in result["checkpoints"] if c["step"] <= done]
+        with open(run_dir / "metrics.jsonl", "w") as f:
+            for x in result["steps"]:
+                f.write(json.dumps(_metrics_line(x)) + "\n")
     # ---- the training client: resume > init-from > latest sft > fresh
     key = config_key(ep, args)
     if state.data.get("checkpoint"):
@@ -150,7 +157,7 @@ async def _run(args, run_dir: Path) -> int:
         ctx.rng.setstate(_rng_from_json(state.data["rng"]))
     eos = ctx.tokenizer.convert_tokens_to_ids("<|im_end|>")
     recipe = {"sft": sft_step, "grpo": rl_step, "ppo": rl_step, "ppo-kl": rl_step}[args.mode]
-    shared: dict[str, Any] = {"eos": eos}
+    shared: dict[str, Any] = {"eos": eos, **state.data.get("shared", {})}
     if args.mode == "sft":
         shared["gold"] = await gold_datums(ctx)
     if args.mode == "ppo-kl":
@@ -166,19 +173,20 @@ async def _run(args, run_dir: Path) -> int:
             rec["time_s"] = time.time() - t0
             result["steps"].append(rec)
             with open(run_dir / "metrics.jsonl", "a") as f:
-                f.write(json.dumps({k: v for k, v in rec.items() if not isinstance(v, (list, dict))} | rec.get("metrics", {})) + "\n")
+                f.write(json.dumps(_metrics_line(rec)) + "\n")
             log.info("step %d: %s", step, json.dumps({k: v for k, v in rec.items() if isinstance(v, (int, float))}))
             bar.update(1)
             bar.set_postfix_str(", ".join(f"{k}={rec[k]:.3f}" for k in ("mean_reward", "loss_per_token", "pass_rate") if isinstance(rec.get(k), float)))
             state.data["step"] = step + 1
             state.data["rng"] = _rng_to_json(ctx.rng.getstate())
+            state.data["shared"] = {k: shared[k] for k in ("order", "baseline") if k in shared}
             stop = rec.get("gate_reached", False)
             if (step + 1) % args.save_every == 0 or step + 1 == args.num_steps or stop:
                 path = (await tc.save_state(f"{args.mode}-{run_dir.name}-step{step + 1:04d}")).path
                 state.data["checkpoint"] = path
                 result["checkpoints"].append({"step": step + 1, "path": path})
+            (res_dir / "result.json").write_text(json.dumps(result, indent=1))  # before state: see resume above
             state.save()
-            (res_dir / "result.json").write_text(json.dumps(result, indent=1))
             write_reports(run_dir, result, name)
             if stop:
                 log.info("sft gate reached (pass rate %.2f >= %.2f) at step %d", rec["pass_rate"], args.gate, step)
@@ -196,6 +204,10 @@ async def _run(args, run_dir: Path) -> int:
     write_reports(run_dir, result, name)
     print(f"{args.mode}: {len(result['steps'])} steps; final checkpoint {final}; results in {res_dir}")
     return 0
+
+
+def _metrics_line(rec: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in rec.items() if not isinstance(v, (list, dict))} | rec.get("metrics", {})
 
 
 def _rng_to_json(st):
@@ -272,7 +284,11 @@ async def rl_step(args, ctx, tc, step, run_dir, shared) -> dict:
     picked = [ctx.tasks[order.pop(0)] for _ in range(args.groups_per_step)]
     failures = Failures()
     t1 = time.time()
-    groups = await asyncio.gather(*(ctx.rollouts.run_many([(t, pol)] * args.group_size, failures) for t in picked))
+    def seed(g: int, k: int) -> int:  # one reproducible sampling stream per rollout
+        return (args.seed * 1_000_003 + step * 10_007 + g * 101 + k) % (2**31)
+
+    groups = await asyncio.gather(*(ctx.rollouts.run_many([(t, pol.fork(seed(g, k))) for k in range(args.group_size)], failures)
+                                    for g, t in enumerate(picked)))
     timings["rollout_s"] = time.time() - t1
     trajs, advs, group_returns, group_advs, skipped, dropped = [], [], [], [], 0, 0
     for g in groups:

@@ -42,17 +42,26 @@ class Policy(Protocol):
 class TinkerPolicy:
     """Samples through an official tinker SamplingClient (one sequence per call)."""
 
-    def __init__(self, sampling_client, stop_token_ids: list[int], temperature: float = 1.0, top_p: float = 1.0):
+    def __init__(self, sampling_client, stop_token_ids: list[int], temperature: float = 1.0, top_p: float = 1.0,
+                 seed: int | None = None):
         self.client = sampling_client
         self.stop = list(stop_token_ids)
         self.temperature, self.top_p = temperature, top_p
+        self.seed = seed      # with a seed, call k of this policy samples with seed + k: reproducible rollouts
+        self.calls = 0
+
+    def fork(self, seed: int | None) -> "TinkerPolicy":
+        """The same sampler and settings with its own seed (one per rollout)."""
+        return TinkerPolicy(self.client, self.stop, self.temperature, self.top_p, seed)
 
     async def sample(self, prompt: list[int], max_tokens: int) -> SampleOut:
         from tinker import types
 
+        seed = None if self.seed is None else (self.seed + 7919 * self.calls) % (2**31)
+        self.calls += 1
         res = await self.client.sample(types.ModelInput.from_ints(prompt), 1,
                                        types.SamplingParams(max_tokens=max_tokens, temperature=self.temperature,
-                                                            top_p=self.top_p, stop=self.stop))
+                                                            top_p=self.top_p, stop=self.stop, seed=seed))
         s = res.sequences[0]
         return SampleOut(list(s.tokens), list(s.logprobs or []), s.stop_reason)
 

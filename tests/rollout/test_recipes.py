@@ -101,3 +101,46 @@ def test_sft_then_grpo_ppo_ppokl_write_documented_results(running):
     ppo = _run(env, "ppo", "--preset", "quickstart", *TASKS, "--num-steps", "1", "--group-size", "2", "--groups-per-step", "2",
                "--init-from", "none")
     assert _json(ppo / "results" / "ppo" / "result.json")["steps"][0]["n_rollouts"] == 4
+
+
+def _final_logprobs(env, path: str) -> list[float]:
+    import numpy as np
+    import tinker
+    from tinker import types
+
+    rt = yaml.safe_load((Path(env["LTS_CONFIG_DIR"]) / "runtime.yaml").read_text())
+    sc = tinker.ServiceClient(base_url=f"http://127.0.0.1:{rt['backend']['port']}", api_key=rt["backend"]["api_keys"][0])
+    tc = sc.create_training_client_from_state(path).result(timeout=120)
+    ids = list(range(100, 140))
+    d = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
+                    loss_fn_inputs={"target_tokens": types.TensorData.from_numpy(np.array(ids[1:], dtype=np.int64))})
+    return tc.forward([d], "cross_entropy").result(timeout=120).loss_fn_outputs[0]["logprobs"].to_numpy().tolist()
+
+
+def test_kill9_client_then_resume_matches_uninterrupted_run(running):
+    import numpy as np
+
+    tmp, env = running
+    args = ["grpo", "--preset", "quickstart", *TASKS, "--num-steps", "3", "--group-size", "2", "--groups-per-step", "2",
+            "--init-from", "none", "--save-every", "1", "--seed", "3", "--learning-rate", "3e-3"]
+    full = _run(env, *args)
+    full_ck = _json(full / "results" / "grpo" / "result.json")["final_checkpoint"]
+
+    run_dir = tmp / "runs" / "killed"
+    p = subprocess.Popen([str(REPO / ".venv-control/bin/python"), "-m", "cookbook.cli", *args, "--run-dir", str(run_dir)],
+                         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        st = run_dir / "state.json"
+        if st.exists() and json.loads(st.read_text()).get("step", 0) >= 2:
+            break
+        assert p.poll() is None, "the run ended before it could be killed"
+        time.sleep(0.2)
+    p.kill()  # kill -9, mid-run (step 3 is under way or about to start)
+    p.wait()
+    resumed = _run(env, *args, "--resume", str(run_dir))
+    assert resumed == run_dir
+    res = _json(run_dir / "results" / "grpo" / "result.json")
+    assert [s["step"] for s in res["steps"]] == [0, 1, 2], [s["step"] for s in res["steps"]]
+    a, b = np.array(_final_logprobs(env, full_ck)), np.array(_final_logprobs(env, res["final_checkpoint"]))
+    assert np.abs(a - b).max() < 1e-3, f"resumed run differs from the uninterrupted one by {np.abs(a - b).max()}"
