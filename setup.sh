@@ -3,8 +3,9 @@
 #
 #   bash setup.sh control   # .venv-control: tinker SDK, tinker-cookbook, rl-rock, sandbox manager, recipes, tests
 #   bash setup.sh runtime   # .venv-runtime: torch, transformers, peft, FastAPI backend + the tiny default model
+#   bash setup.sh agent     # .venv-agent: mini-swe-agent (unmodified) for agents inside sandboxes (docs/modelservice.md)
 #   bash setup.sh system    # Debian packages the sandboxes need (bubblewrap, ...); needs root
-#   bash setup.sh all       # system (if root) + control + runtime
+#   bash setup.sh all       # system (if root) + control + runtime + agent
 #
 # Each step ends with a JSON report of what is installed and whether it imports.
 # Environment: PYTHON (interpreter to build venvs from; default python3.11), LTS_SKIP_MODEL=1 (no tiny model).
@@ -12,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ROOT="$(pwd)"
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
 
 die() { echo "setup.sh: error: $*" >&2; exit 1; }
 
@@ -107,6 +108,20 @@ setup_runtime() {
   fi
 }
 
+setup_agent() {
+  [[ -x .venv-control/bin/python ]] || setup_control
+  local want; want="$(sha256sum requirements/agent.txt | cut -c1-16)"
+  if [[ -f .venv-agent/.lts-installed && "$(cat .venv-agent/.lts-installed)" == "$want" ]]; then
+    echo "[setup] .venv-agent is up to date"
+  else
+    echo "[setup] installing requirements/agent.txt into .venv-agent (mini-swe-agent)"
+    .venv-control/bin/python -m services.modelservice install-agent || die "could not create .venv-agent"
+    echo "$want" > .venv-agent/.lts-installed
+  fi
+  printf '{"venv": ".venv-agent", "minisweagent": "%s"}\n' \
+    "$(LITELLM_LOCAL_MODEL_COST_MAP=True MSWEA_SILENT_STARTUP=1 .venv-agent/bin/python -c 'import minisweagent; print(minisweagent.__version__)' 2>/dev/null || echo MISSING)"
+}
+
 setup_system() {
   local pkgs=(bubblewrap git)
   local missing=()
@@ -127,9 +142,10 @@ case "${1:-}" in
   control) setup_control ;;
   runtime) setup_runtime ;;
   system) setup_system ;;
+  agent) setup_agent ;;
   all)
     if [[ "$(id -u)" == "0" ]]; then setup_system; else echo "[setup] not root: skipping system packages (run: sudo bash setup.sh system)"; fi
-    setup_control; setup_runtime ;;
+    setup_control; setup_runtime; setup_agent ;;
   -h|--help|help) usage ;;
   *) usage; exit 2 ;;
 esac

@@ -38,6 +38,11 @@ def default_runtime_paths() -> list[str]:
     paths = [sys.base_prefix]
     if sys.prefix != sys.base_prefix:
         paths.append(sys.prefix)
+    from services.common.paths import REPO_ROOT
+
+    agent = REPO_ROOT / ".venv-agent"  # black-box agent harnesses (setup.sh agent), run through the ModelService
+    if agent.is_dir():
+        paths.append(str(agent))
     return paths
 
 
