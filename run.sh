@@ -28,12 +28,12 @@ case "$mode" in
     exit $rc ;;
   quickstart)
     bash setup.sh all
-    [[ -f config/runtime.yaml ]] || .venv-control/bin/python configure.py
+    [[ -f "${LTS_CONFIG_DIR:-config}/runtime.yaml" ]] || .venv-control/bin/python configure.py
     .venv-control/bin/python -m cookbook.cli sft --preset quickstart "$@"
     exec .venv-control/bin/python -m cookbook.cli grpo --preset quickstart "$@" ;;
   rollout|sft|grpo|ppo|ppo-kl)
     need_control
-    [[ -f config/runtime.yaml ]] || .venv-control/bin/python configure.py
+    [[ -f "${LTS_CONFIG_DIR:-config}/runtime.yaml" ]] || .venv-control/bin/python configure.py
     exec .venv-control/bin/python -m cookbook.cli "$mode" "$@" ;;
   -h|--help|help|"") sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$mode" ]] ;;
   *) echo "run.sh: unknown mode '$mode' (quickstart | test | rollout | sft | grpo | ppo | ppo-kl)" >&2; exit 2 ;;

@@ -24,7 +24,7 @@ def run(mode: str, seed: int, extra: list[str], sandbox: str) -> Path:
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
-    return Path(r.stdout.splitlines()[0].split(": ", 1)[1])
+    return Path(next(l for l in r.stdout.splitlines() if l.startswith("Run directory: ")).split(": ", 1)[1])
 
 
 def main() -> int:

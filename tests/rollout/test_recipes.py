@@ -50,7 +50,7 @@ def running(isolated_config):
 def _run(env, *args, timeout=600) -> Path:
     r = subprocess.run(["bash", "run.sh", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
-    return Path(r.stdout.splitlines()[0].split(": ", 1)[1])
+    return Path(next(l for l in r.stdout.splitlines() if l.startswith("Run directory: ")).split(": ", 1)[1])
 
 
 def _json(p: Path):

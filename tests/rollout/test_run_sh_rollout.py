@@ -17,23 +17,32 @@ from helpers import REPO
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing (bash setup.sh system)")
 
 
-def _our_services(cfg: Path) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [l for l in out.splitlines() if ("services.backend" in l or "services.sandbox" in l) and "--config" not in l
-            and str(cfg) not in l]
+def _our_services(cfg: Path) -> list[int]:
+    """PIDs of backend / sandbox-manager processes started with this test's LTS_CONFIG_DIR."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes()
+            env = (d / "environ").read_bytes()
+        except OSError:
+            continue
+        if (b"services.backend" in cmd or b"services.sandbox" in cmd) and f"LTS_CONFIG_DIR={cfg}".encode() in env:
+            pids.append(int(d.name))
+    return pids
 
 
 def test_run_sh_rollout_embedded_default(isolated_config):
     tmp, cfg = isolated_config
-    before = _our_services(cfg)
     env = dict(os.environ, LTS_CONFIG_DIR=str(cfg), LTS_RUNS_DIR=str(tmp / "runs"))
     env.pop("TINKER_API_KEY", None)
     env.pop("TINKER_BASE_URL", None)
     r = subprocess.run(["bash", "run.sh", "rollout", "--task-id", "absolute", "--preset", "quickstart"], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    first = r.stdout.splitlines()[0]
-    assert first.startswith("Run directory: ")
+    first = next((l for l in r.stdout.splitlines() if l.startswith("Run directory: ")), "")
+    assert first, r.stdout[-2000:]
     run_dir = Path(first.split(": ", 1)[1])
     assert run_dir.parent == tmp / "runs" and run_dir.name.startswith("rollout-")
     status = json.loads((run_dir / "exit-status.json").read_text())
@@ -48,4 +57,4 @@ def test_run_sh_rollout_embedded_default(isolated_config):
     assert (run_dir / "results" / "rollout" / "trajectory.txt").read_text().startswith("# task lts-micro/absolute")
     log = (run_dir / "client.log").read_text()
     assert "starting backend" in log and "starting sandbox manager" in log and "stopping backend" in log
-    assert _our_services(cfg) == before, "run.sh left a service running"
+    assert _our_services(cfg) == [], "run.sh left a service running"
