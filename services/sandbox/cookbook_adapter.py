@@ -4,11 +4,18 @@ cookbook's harbor_rl recipe can use them instead of Modal:
     client = SandboxManagerClient.from_config()
     factory = harbor_sandbox_factory(client, base_for=lambda env_dir: env_dir.parent / "repo")
     # pass `factory` as sandbox_factory to tinker_cookbook.recipes.harbor_rl
+
+Importing this module also makes ``tinker_cookbook.recipes.harbor_rl`` importable without the
+``modal`` package (see ``allow_harbor_rl_without_modal``): import it before the recipe.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
+import sys
+import threading
+import types
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +26,78 @@ from .client import RemoteSandbox, SandboxManagerClient
 from .errors import Conflict, NotFound
 
 DEFAULT_MAX_OUTPUT = 128 * 1024
+_MODAL_MODULE = "tinker_cookbook.sandbox.modal_sandbox"
+
+
+class _ModalSandboxUnavailable:
+    """Stands in for ModalSandbox when ``modal`` is not installed; only using it fails."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        raise ImportError("modal is not installed: pass a sandbox_factory (e.g. harbor_sandbox_factory) "
+                          "to tinker_cookbook.recipes.harbor_rl instead of the Modal default")
+
+    @classmethod
+    async def create(cls, *a: Any, **kw: Any) -> Any:
+        cls()
+
+
+def allow_harbor_rl_without_modal() -> bool:
+    """tinker-cookbook 0.5.8's ``recipes/harbor_rl/harbor_env.py`` imports
+    ``tinker_cookbook.sandbox.modal_sandbox`` at module level, and that module raises ImportError
+    unless the (cloud-only) ``modal`` package is installed, although the recipe only uses Modal in
+    its default sandbox factory. When ``modal`` is missing, register a stub for that one module
+    whose ``ModalSandbox``/``ModalSandboxPool`` raise only when used. Idempotent; returns True
+    if the stub was installed. With ``modal`` installed nothing changes."""
+    if _MODAL_MODULE in sys.modules or importlib.util.find_spec("modal") is not None:
+        return False
+    stub = types.ModuleType(_MODAL_MODULE)
+    stub.__doc__ = "Stub installed by services.sandbox.cookbook_adapter: modal is not installed."
+    stub.ModalSandbox = stub.ModalSandboxPool = _ModalSandboxUnavailable  # type: ignore[attr-defined]
+    sys.modules[_MODAL_MODULE] = stub
+    return True
+
+
+allow_harbor_rl_without_modal()
+
+_LOCKED_TOKENIZER_METHODS = ("__call__", "encode", "encode_plus", "batch_encode_plus", "decode", "batch_decode",
+                             "convert_tokens_to_ids", "convert_ids_to_tokens", "apply_chat_template")
+
+
+def register_thread_safe_tokenizer(model_name: str) -> Any:
+    """Register (``tinker_cookbook.tokenizer_utils.register_tokenizer``, the cookbook's public hook)
+    a HF tokenizer for ``model_name`` whose calls are serialised by a lock, and return it.
+
+    Why: the cookbook's ``EnvFromMessageEnv`` renders prompts with ``asyncio.to_thread`` on one
+    shared tokenizer, and 0.5.8's Qwen3 renderers alternate ``encode(..., split_special_tokens=True)``
+    (message bodies) with plain ``encode`` (headers). transformers 5 then flips the Rust tokenizer's
+    ``encode_special_tokens`` flag on every call; flipping it while another thread is encoding raises
+    ``RuntimeError: Already borrowed`` (seen with harbor_rl, group size 2). Idempotent per name."""
+    from tinker_cookbook import tokenizer_utils
+    from transformers import AutoTokenizer
+
+    existing = tokenizer_utils._CUSTOM_TOKENIZER_REGISTRY.get(model_name)
+    if existing is not None and getattr(existing, "_lts_thread_safe", False):
+        return existing()
+    tok = AutoTokenizer.from_pretrained(model_name.split(":", 1)[0])
+    lock = threading.RLock()
+    cls = type(tok)
+
+    def locked(name: str) -> Callable[..., Any]:
+        def method(self: Any, *a: Any, **kw: Any) -> Any:
+            with lock:
+                return getattr(super(safe_cls, self), name)(*a, **kw)
+        method.__name__ = name
+        return method
+
+    safe_cls = type(f"ThreadSafe{cls.__name__}", (cls,),
+                    {n: locked(n) for n in _LOCKED_TOKENIZER_METHODS if hasattr(cls, n)})
+    tok.__class__ = safe_cls
+
+    def factory() -> Any:
+        return tok
+    factory._lts_thread_safe = True  # type: ignore[attr-defined]
+    tokenizer_utils.register_tokenizer(model_name, factory)
+    return tok
 
 
 class CookbookSandbox:

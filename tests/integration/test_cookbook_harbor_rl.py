@@ -85,6 +85,7 @@ def test_cookbook_harbor_rl_trains_with_our_sandboxes(backend, sandbox_admin, tm
     from services.sandbox.cookbook_adapter import harbor_sandbox_factory, register_thread_safe_tokenizer
     from tinker_cookbook.recipes.harbor_rl import train as harbor_train
     from tinker_cookbook.recipes.harbor_rl.harbor_env import HarborTask
+    from tinker_cookbook.recipes.harbor_rl.harbor_tools import HarborReward
     from tinker_cookbook.sandbox import SandboxInterface
 
     from services.tasks.task import load_task
@@ -134,9 +135,16 @@ def test_cookbook_harbor_rl_trains_with_our_sandboxes(backend, sandbox_admin, tm
                 learning_rate=1e-4, log_path=str(tmp_path / "run"), eval_every=0, save_every=1,
                 base_url=backend.url, behavior_if_log_dir_exists="delete", max_steps=2)
             await harbor_train.cli_main(cfg, htasks, sandbox_factory=factory)
-            return [x for x in await mgr.list() if x.get("sandbox_id") in created]
+            live = [x for x in await mgr.list() if x.get("sandbox_id") in created]
+            # control: the same verifier on an untouched workspace in one of our sandboxes says 0
+            sb = await ours(htasks[0].task_dir / "environment", 600)
+            try:
+                control = await HarborReward(tests_dir=htasks[0].task_dir / "tests", sandbox=sb)([])
+            finally:
+                await sb.cleanup()
+            return live, control
 
-    live = asyncio.run(run())
+    live, control = asyncio.run(run())
     t_end = time.time()
 
     run_dir = tmp_path / "run"
@@ -149,10 +157,10 @@ def test_cookbook_harbor_rl_trains_with_our_sandboxes(backend, sandbox_admin, tm
     graded = [r for r in records if r["command"] == "bash /tests/test.sh"]
     reward_reads = [r for r in records if "reward.txt" in r["command"]]
     for r in records:
-        if r["command"] not in ("mkdir -p /tests", "mkdir -p /logs/verifier"):
-            print("  ", r["task"], r["sandbox"][:8], repr(r["command"][:120]), r["exit_code"], repr(r["stdout"][-300:]), repr(r["stderr"][-300:]))
+        if not r["command"].startswith("mkdir -p "):
+            print("  ", r["task"], r["sandbox"][:10], repr(r["command"][:100]), r["exit_code"], repr(r["stdout"][-200:]))
     print("verifier runs:", [(r["task"], r["exit_code"]) for r in graded],
-          "reward.txt:", [(r["task"], r["stdout"].strip()) for r in reward_reads])
+          "reward.txt:", [(r["task"], r["stdout"].strip()) for r in reward_reads], "control:", control)
 
     # 2 training steps completed, each with a reward from the environment
     assert len(steps) == 2, metrics
@@ -163,13 +171,16 @@ def test_cookbook_harbor_rl_trains_with_our_sandboxes(backend, sandbox_admin, tm
     # verifier: the recipe's HarborReward uploaded tests/ and ran test.sh inside our sandboxes
     assert graded, records
     assert {r["task"] for r in graded} <= set(TASKS)
-    for r in reward_reads:
-        if r["exit_code"] == 0:
-            assert r["stdout"].strip() in ("0", "1", "0.0", "1.0"), r
-    assert any(r["exit_code"] == 0 for r in reward_reads), reward_reads
-    # rewards reported by the recipe are the verifier's verdicts
-    for m in steps:
-        assert "env/all/reward/total" in m
+    verdicts = [float(r["stdout"]) for r in reward_reads if r["exit_code"] == 0]
+    assert verdicts and all(v in (0.0, 1.0) for v in verdicts), reward_reads
+    # rewards reported by the recipe are those verdicts (graded episodes log `test_passed`)
+    graded_steps = [m for m in steps if "env/all/test_passed" in m]
+    assert graded_steps, steps
+    assert sum(m["env/all/test_passed"] for m in graded_steps) > 0  # the warm-started agent fixes bugs
+    for m in graded_steps:
+        assert m["env/all/reward"] in (0.0, 0.5, 1.0) and -0.1 <= m["env/all/reward/total"] <= 1.0
+    # and they discriminate: the same verifier in one of our sandboxes, workspace untouched -> 0
+    assert control[0] == 0.0 and "grading_error" not in control[1], control
     # checkpoints written by the recipe through our backend
     ckpts = [json.loads(line) for line in (run_dir / "checkpoints.jsonl").read_text().splitlines() if line.strip()]
     assert ckpts and any(c.get("name") == "final" for c in ckpts), ckpts
