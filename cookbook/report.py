@@ -40,7 +40,8 @@ def plot_rewards(result: dict[str, Any], out: Path) -> None:
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.set_title(f"{result.get('mode')} on {result.get('model')}")
-    ax.legend(loc="upper left")
+    if xs:
+        ax.legend(loc="upper left")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)

@@ -20,6 +20,10 @@ from .runs import Endpoints
 
 log = logging.getLogger("cookbook")
 PREP_DIR = REPO_ROOT / "sandbox-preparation"
+# What the tiny embedded model can learn on 2 CPU cores in minutes (measured; docs/recipes.md):
+# fix-by-edit without reading (the fix is memorised per task), on 16 training tasks.
+QUICKSTART = {"tools": ["edit", "submit"], "system_prompt": "Fix the bug: edit the wrong line, then submit.",
+              "max_tasks": 16}
 
 
 def load_tasks(dataset: str, split: str | None, task_ids: list[str] | None = None) -> list[Task]:
@@ -78,10 +82,9 @@ def sandbox_factory(ep: Endpoints, kind: str):
 
 def agent_config(preset: str | None = None) -> AgentConfig:
     cfg = dict(load_config("harbor").get("agent") or {})
-    if preset == "quickstart":  # the embedded default: few tools, short schemas, short budgets
-        cfg = {**cfg, "tools": ["read", "edit", "submit"], "compact_schemas": True,
-               "system_prompt": "Fix the bug. Read the file, edit the wrong line, then submit.",
-               "budgets": {**(cfg.get("budgets") or {}), "max_turns": 4, "max_output_tokens": 64}}
+    if preset == "quickstart":  # the embedded default: two tools, short schemas, short budgets (docs/recipes.md)
+        cfg = {**cfg, "tools": QUICKSTART["tools"], "compact_schemas": True, "system_prompt": QUICKSTART["system_prompt"],
+               "budgets": {**(cfg.get("budgets") or {}), "max_turns": 3, "max_output_tokens": 64}}
     return AgentConfig.from_config(cfg)
 
 
@@ -142,11 +145,12 @@ class RunContext:
     rng: random.Random
 
 
-async def make_context(ep: Endpoints, tasks: list[Task], sandbox: str, preset: str | None, concurrency: int, seed: int) -> RunContext:
+async def make_context(ep: Endpoints, tasks: list[Task], sandbox: str, preset: str | None, concurrency: int, seed: int,
+                       reward_cache: bool = False) -> RunContext:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(ep.tokenizer_path)
     bases = await prepare_bases(tasks)
     acfg = agent_config(preset)
-    ro = Rollouts(sandbox_factory(ep, sandbox), bases, tok, acfg, concurrency=concurrency)
+    ro = Rollouts(sandbox_factory(ep, sandbox), bases, tok, acfg, concurrency=concurrency, reward_cache=reward_cache)
     return RunContext(ep, tasks, bases, tok, ro, acfg, random.Random(seed))

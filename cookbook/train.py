@@ -38,9 +38,9 @@ def add_arguments(sub, common) -> None:
         p.add_argument("--learning-rate", type=float, default=None, help="Adam learning rate")
         p.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 = full fine-tuning (default 16)")
         p.add_argument("--num-steps", type=int, default=None, help="optimizer steps")
-        p.add_argument("--batch-size", type=int, default=32, help="sft: datums per step")
+        p.add_argument("--batch-size", type=int, default=None, help="sft: datums per step (default 32; 16 with --preset quickstart)")
         p.add_argument("--group-size", type=int, default=None, help="rollouts per task and step (default 10; 8 with --preset quickstart)")
-        p.add_argument("--groups-per-step", type=int, default=None, help="tasks per step (default 4; 16 with --preset quickstart)")
+        p.add_argument("--groups-per-step", type=int, default=None, help="tasks per step (default 4; 8 with --preset quickstart)")
         p.add_argument("--max-train-transitions", type=int, default=None, help="cap on training datums per step")
         p.add_argument("--loss", default=None, choices=["importance_sampling", "ppo", "cispo"], help="grpo loss (default importance_sampling)")
         p.add_argument("--normalize-std", action="store_true", help="grpo: divide advantages by the group std")
@@ -55,6 +55,9 @@ def add_arguments(sub, common) -> None:
         p.add_argument("--save-every", type=int, default=5, help="save a resumable checkpoint every N steps")
         p.add_argument("--init-from", default=None, help="tinker:// checkpoint to start from, 'none', or default: the latest sft of this config")
         p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a killed run from its last checkpoint")
+        p.add_argument("--reward-cache", default=None, action=argparse.BooleanOptionalAction,
+                       help="reuse the verifier's result for an identical final workspace (default: on with --preset quickstart, "
+                            "whose agent has no bash tool)")
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -71,13 +74,15 @@ def latest_sft_path(key: str) -> Path:
 def _defaults(args) -> None:
     quick = args.preset == "quickstart"
     if args.learning_rate is None:
-        args.learning_rate = {"sft": 3e-3}.get(args.mode, 1e-3) if quick else {"sft": 1e-4}.get(args.mode, 1e-5)
+        args.learning_rate = {"sft": 5e-3}.get(args.mode, 1e-3) if quick else {"sft": 1e-4}.get(args.mode, 1e-5)
     if args.num_steps is None:
-        args.num_steps = {"sft": 150}.get(args.mode, 30 if quick else 20)
+        args.num_steps = {"sft": 200}.get(args.mode, 20) if quick else {"sft": 100}.get(args.mode, 20)
+    if args.batch_size is None:
+        args.batch_size = 16 if quick else 32
     if args.group_size is None:
         args.group_size = 8 if quick else 10
     if args.groups_per_step is None:
-        args.groups_per_step = 16 if quick else 4
+        args.groups_per_step = 8 if quick else 4
     if args.kl_beta is None:
         args.kl_beta = 0.05 if args.mode == "ppo-kl" else 0.0
     if args.split is None:
@@ -120,7 +125,12 @@ async def _run(args, run_dir: Path) -> int:
 
     ep = endpoints(need_sandbox=args.sandbox == "manager")
     tasks = load_tasks(args.dataset, args.split, args.task_id)
-    ctx = await make_context(ep, tasks, args.sandbox, args.preset, args.rollout_concurrency, args.seed)
+    if args.preset == "quickstart" and not args.task_id:
+        from .setup import QUICKSTART
+
+        tasks = tasks[: QUICKSTART["max_tasks"]]
+    reward_cache = args.reward_cache if args.reward_cache is not None else args.preset == "quickstart"
+    ctx = await make_context(ep, tasks, args.sandbox, args.preset, args.rollout_concurrency, args.seed, reward_cache)
     sc = tinker.ServiceClient(base_url=ep.backend_url, api_key=ep.api_key)
     state = RunState(run_dir)
     name = args.name or args.mode
@@ -329,6 +339,7 @@ async def rl_step(args, ctx, tc, step, run_dir, shared) -> dict:
     datums = rl_datums(trajs, advs)
     if args.max_train_transitions and len(datums) > args.max_train_transitions:
         datums = ctx.rng.sample(datums, args.max_train_transitions)
+    rec["verifier_cache_hits"] = ctx.rollouts.cache_hits
     rec["train_transitions"] = len(datums)
     rec["train_tokens"] = int(sum(d.model_input.length for d in datums))
     t2 = time.time()

@@ -1,0 +1,46 @@
+"""The opt-in reward cache keys on every byte of the final workspace: different edits never share
+a cached reward, identical ones do, and a cached result equals a real verification."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from cookbook.rollout import AgentConfig, Rollouts
+from services.tasks.hostsandbox import HostSandbox
+from services.tasks.task import load_dataset
+from services.tasks.workspace import build_base
+
+from helpers import REPO
+
+
+def test_reward_cache_keys_on_the_whole_workspace(tmp_path, tiny_model):
+    task = load_dataset(REPO / "datasets" / "micro").tasks[0]
+    build_base(task, tmp_path / "base")
+    ro = Rollouts(None, {}, None, AgentConfig(), reward_cache=True)
+    edit = json.loads((task.solution_dir / "edit.json").read_text())
+
+    async def state(mutate: str | None):
+        sb = await HostSandbox.create(base_dir=tmp_path / "base")
+        try:
+            if mutate == "gold":
+                lines = (await sb.read_file(f"/workspace/{edit['path']}")).split("\n")
+                lines[edit["line"] - 1] = edit["new"]
+                await sb.write_file(f"/workspace/{edit['path']}", "\n".join(lines))
+            elif mutate:
+                await sb.run(mutate, cwd="/workspace")
+            key = await ro._workspace_key(sb, task)
+            res, cached = await ro._verify(sb, task)
+            return key, res.reward, cached
+        finally:
+            await sb.close()
+
+    async def go():
+        return [await state(m) for m in (None, "gold", "gold", "echo x > untracked.txt", None, "echo '# c' >> " + edit["path"])]
+
+    (k0, r0, c0), (k1, r1, c1), (k2, r2, c2), (k3, r3, c3), (k4, r4, c4), (k5, r5, c5) = asyncio.run(go())
+    assert len({k0, k1, k3, k5}) == 4, "different workspaces must have different keys"
+    assert k1 == k2 and k0 == k4
+    assert (r0, r1, r2, r4) == (0.0, 1.0, 1.0, 0.0)
+    assert (c0, c1, c2, c4) == (False, False, True, True)
+    assert not c3 and not c5
