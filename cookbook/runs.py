@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-import httpx
-
 from services.common.config import load_config
+from services.common.procs import healthy, stop, wait_healthy
 from services.common.paths import REPO_ROOT, RUNS_DIR
 
 log = logging.getLogger("cookbook")
@@ -55,13 +54,6 @@ def write_exit_status(run_dir: Path, code: int, started: float, **extra: Any) ->
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "duration_s": round(time.time() - started, 3), **extra}, indent=1))
 
 
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 @dataclass
 class Service:
     name: str
@@ -72,33 +64,20 @@ class Service:
 
     def ensure(self, timeout: float = 180.0) -> bool:
         """Start it unless it already answers; True if we started it."""
-        if _healthy(self.health_url):
+        if healthy(self.health_url):
             log.info("%s already running (%s)", self.name, self.health_url)
             return False
         log.info("starting %s: %s (log %s)", self.name, " ".join(self.cmd), self.log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(self.cmd, cwd=REPO_ROOT, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
                                      start_new_session=True)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {self.log_path}")
-            if _healthy(self.health_url):
-                return True
-            time.sleep(0.3)
-        self.stop()
-        raise RuntimeError(f"{self.name} did not become healthy within {timeout:.0f}s; see {self.log_path}")
+        wait_healthy(self.proc, self.health_url, timeout, self.log_path, self.name)
+        return True
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        log.info("stopping %s (pid %d)", self.name, self.proc.pid)
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None and self.proc.poll() is None:
+            log.info("stopping %s (pid %d)", self.name, self.proc.pid)
+        stop(self.proc)
 
 
 @dataclass

@@ -11,8 +11,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import yaml
+
+from services.common.procs import stop, wait_healthy
 
 REPO = Path(__file__).resolve().parents[1]
 RUNTIME_PY = os.environ.get("LTS_RUNTIME_PYTHON", str(REPO / ".venv-runtime" / "bin" / "python"))
@@ -67,26 +68,11 @@ class BackendProc:
         env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
         self.proc = subprocess.Popen([RUNTIME_PY, "-m", "services.backend", "--config", str(cfg)], cwd=REPO, env=env,
                                      stdout=open(self.state_dir / "stdout.log", "ab"), stderr=subprocess.STDOUT)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"backend exited with {self.proc.returncode}: {(self.state_dir / 'stdout.log').read_text()[-3000:]}")
-            try:
-                if httpx.get(self.url + "/api/v1/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("backend did not become healthy in time")
+        wait_healthy(self.proc, self.url + "/api/v1/healthz", timeout, self.state_dir / "stdout.log", "backend")
+        return self
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
 
     def kill9(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -120,17 +106,8 @@ class SandboxAdminProc:
         path.write_text(yaml.safe_dump(cfg))
         self.proc = subprocess.Popen([sys.executable, "-m", "services.sandbox", "admin", "--config", str(path)], cwd=REPO,
                                      stdout=open(self.state_dir / "stdout.log", "ab"), stderr=subprocess.STDOUT)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"sandbox admin exited: {(self.state_dir / 'stdout.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("sandbox admin did not become healthy")
+        wait_healthy(self.proc, self.url + "/health", timeout, self.state_dir / "stdout.log", "sandbox admin")
+        return self
 
     def client(self):
         from services.sandbox.client import SandboxManagerClient
@@ -138,10 +115,4 @@ class SandboxAdminProc:
         return SandboxManagerClient(self.url, self.key)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
