@@ -77,6 +77,7 @@ class Rollouts:
         self.reward_cache: dict[str, dict[str, Any]] | None = {} if reward_cache else None
         self.cache_hits = 0
         self._task_hashes: dict[str, str] = {}
+        self._inflight: dict[str, asyncio.Future] = {}
 
     async def _workspace_key(self, sb: Sandbox, task: Task) -> str | None:
         # a throw-away index (the workspace's own index is left alone) holding every file, then its diff
@@ -95,9 +96,27 @@ class Rollouts:
         if key and key in self.reward_cache:
             self.cache_hits += 1
             return VerifyResult(**self.reward_cache[key]), True
-        res = await verify(sb, task, timeout=self.verifier_timeout)
-        if key and not res.error:
-            self.reward_cache[key] = res.to_dict()
+        if key and key in self._inflight:  # the same workspace is being verified right now: share it
+            res = await asyncio.shield(self._inflight[key])
+            if not res.error:
+                self.cache_hits += 1
+                return VerifyResult(**res.to_dict()), True
+        fut: asyncio.Future | None = None
+        if key:
+            fut = self._inflight[key] = asyncio.get_running_loop().create_future()
+        try:
+            res = await verify(sb, task, timeout=self.verifier_timeout)
+        except BaseException as e:
+            if fut is not None:
+                fut.set_exception(e)
+                fut.exception()  # mark retrieved
+                self._inflight.pop(key, None)
+            raise
+        if key:
+            if not res.error:
+                self.reward_cache[key] = res.to_dict()
+            fut.set_result(res)
+            self._inflight.pop(key, None)
         return res, False
 
     def agent(self, policy: Policy) -> SWEAgent:

@@ -44,3 +44,33 @@ def test_reward_cache_keys_on_the_whole_workspace(tmp_path, tiny_model):
     assert (r0, r1, r2, r4) == (0.0, 1.0, 1.0, 0.0)
     assert (c0, c1, c2, c4) == (False, False, True, True)
     assert not c3 and not c5
+
+
+def test_concurrent_identical_workspaces_are_verified_once(tmp_path, tiny_model):
+    from unittest import mock
+
+    import cookbook.rollout as rollout_mod
+
+    task = load_dataset(REPO / "datasets" / "micro").tasks[0]
+    build_base(task, tmp_path / "base")
+    ro = Rollouts(None, {}, None, AgentConfig(), reward_cache=True)
+    calls = []
+    real = rollout_mod.verify
+
+    async def counting(sb, t, timeout=None):
+        calls.append(1)
+        return await real(sb, t, timeout=timeout)
+
+    async def one():
+        sb = await HostSandbox.create(base_dir=tmp_path / "base")
+        try:
+            return await ro._verify(sb, task)
+        finally:
+            await sb.close()
+
+    async def go():
+        return await asyncio.gather(*(one() for _ in range(4)))
+
+    with mock.patch.object(rollout_mod, "verify", counting):
+        out = asyncio.run(go())
+    assert len(calls) == 1 and [r.reward for r, _ in out] == [0.0] * 4 and sum(c for _, c in out) == 3
