@@ -49,7 +49,8 @@ def add_arguments(sub, common) -> None:
         p.add_argument("--minibatches", type=int, default=2, help="ppo: minibatches per epoch")
         p.add_argument("--kl-beta", type=float, default=None, help="ppo-kl: KL penalty coefficient (default 0.05)")
         p.add_argument("--gate", type=float, default=0.3, help="sft: stop once the sampled pass rate reaches this")
-        p.add_argument("--eval-every", type=int, default=10, help="sft: check the pass rate every N steps")
+        p.add_argument("--eval-every", type=int, default=None, help="sft: check the pass rate every N steps (default 10; 5 with --preset quickstart)")
+        p.add_argument("--eval-from", type=int, default=None, help="sft: first step to check the pass rate at (default 10; 30 with --preset quickstart)")
         p.add_argument("--eval-n", type=int, default=16, help="sft: rollouts per pass-rate check")
         p.add_argument("--save-state", default=None, help="save the final training state under this name (checkpoint.json)")
         p.add_argument("--save-every", type=int, default=5, help="save a resumable checkpoint every N steps")
@@ -74,15 +75,19 @@ def latest_sft_path(key: str) -> Path:
 def _defaults(args) -> None:
     quick = args.preset == "quickstart"
     if args.learning_rate is None:
-        args.learning_rate = {"sft": 5e-3}.get(args.mode, 1e-3) if quick else {"sft": 1e-4}.get(args.mode, 1e-5)
+        args.learning_rate = {"sft": 5e-3}.get(args.mode, 2e-3) if quick else {"sft": 1e-4}.get(args.mode, 1e-5)
     if args.num_steps is None:
         args.num_steps = {"sft": 200}.get(args.mode, 20) if quick else {"sft": 100}.get(args.mode, 20)
     if args.batch_size is None:
         args.batch_size = 16 if quick else 32
     if args.group_size is None:
-        args.group_size = 8 if quick else 10
+        args.group_size = 4 if quick else 10
     if args.groups_per_step is None:
-        args.groups_per_step = 8 if quick else 4
+        args.groups_per_step = 16 if quick else 4
+    if args.eval_every is None:
+        args.eval_every = 5 if quick else 10
+    if args.eval_from is None:
+        args.eval_from = 30 if quick else 10
     if args.kl_beta is None:
         args.kl_beta = 0.05 if args.mode == "ppo-kl" else 0.0
     if args.split is None:
@@ -264,7 +269,7 @@ async def sft_step(args, ctx, tc, step, run_dir, shared) -> dict:
     ntok = sum(float(d.loss_fn_inputs["weights"].to_numpy().sum()) for d in batch)
     rec: dict[str, Any] = {"loss_per_token": fb.metrics["loss:sum"] / max(ntok, 1), "n_datums": len(batch),
                            "train_s": time.time() - t0, "metrics": {**fb.metrics, **(opt.metrics or {})}}
-    if args.eval_every and (step + 1) % args.eval_every == 0:
+    if args.eval_every and (step + 1) % args.eval_every == 0 and step + 1 >= args.eval_from:
         te = time.time()
         rate, trajs = await _pass_rate(ctx, tc, args.eval_n, 1.0, shared["eos"])
         rec.update(pass_rate=rate, eval_s=time.time() - te, mean_reward=rate, gate_reached=rate >= args.gate)

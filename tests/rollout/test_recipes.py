@@ -60,7 +60,7 @@ def _json(p: Path):
 def test_sft_then_grpo_ppo_ppokl_write_documented_results(running):
     tmp, env = running
     sft = _run(env, "sft", "--preset", "quickstart", *TASKS, "--num-steps", "2", "--batch-size", "2", "--eval-every", "2",
-               "--eval-n", "2", "--save-every", "1")
+               "--eval-n", "2", "--eval-from", "1", "--save-every", "1")
     res = _json(sft / "results" / "sft" / "result.json")
     assert [s["step"] for s in res["steps"]] == [0, 1] and res["final_checkpoint"].startswith("tinker://")
     assert "loss_per_token" in res["steps"][0] and "pass_rate" in res["steps"][1]
