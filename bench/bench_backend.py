@@ -157,6 +157,7 @@ def through_api(backend: BackendProc, seqs, prompts, steps: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--batch-window", type=float, default=0.02, help="backend.batch_window_s (default 0.02)")
     ap.add_argument("--json", default=None, help="also write the figures here")
     args = ap.parse_args()
     os.environ.setdefault("HF_HOME", str(ROOT / "hf-home"))
@@ -165,7 +166,7 @@ def main() -> int:
 
     seqs, prompts = make_data(AutoConfig.from_pretrained(str(path)).vocab_size)
     with tempfile.TemporaryDirectory() as td:
-        backend = BackendProc(Path(td)).start()
+        backend = BackendProc(Path(td), extra={"backend": {"batch_window_s": args.batch_window}}).start()
         try:
             api = through_api(backend, seqs, prompts, args.steps)
         finally:

@@ -508,7 +508,7 @@ def token_logprobs(module: torch.nn.Module, inputs: list[np.ndarray], targets: l
         ids[i, : len(x)] = torch.as_tensor(np.asarray(x, dtype=np.int64))
         tgt[i, : len(y)] = torch.as_tensor(np.asarray(y, dtype=np.int64))
     ids, tgt = ids.to(device), tgt.to(device)
-    if active is not None and torch.is_grad_enabled():
+    if active is not None and torch.is_grad_enabled() and sum(int(np.count_nonzero(a)) for a in active) <= 0.5 * sum(lens):
         act = torch.zeros((len(inputs), T), dtype=torch.bool)
         for i, a in enumerate(active):
             act[i, : len(a)] = torch.as_tensor(np.asarray(a, dtype=bool))

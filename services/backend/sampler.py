@@ -151,11 +151,12 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> None:
         a_idx = torch.tensor(active)
         toks, lps = _pick(cur_logits, temps[a_idx], topks[a_idx], topps[a_idx], [rows[j].gen for j in active])
         keep = []
+        toks_l, lps_l = toks.tolist(), lps.tolist()
         for b, j in enumerate(active):
             row, spec = rows[j], specs[rows[j].spec_idx]
-            t = int(toks[b])
+            t = toks_l[b]
             row.tokens.append(t)
-            row.logprobs.append(float(lps[b]))
+            row.logprobs.append(lps_l[b])
             if t in spec.stop_token_ids:
                 row.done = "stop"
             elif spec.stop_strings and _hit_stop_string(tokenizer, row.tokens, spec.stop_strings):
@@ -208,16 +209,22 @@ def _pick(logits: torch.Tensor, temps, topks, topps, gens) -> tuple[torch.Tensor
         sp = sp.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, si, sp)
         probs = probs / probs.sum(-1, keepdim=True)
-    out = torch.empty(len(logits), dtype=torch.long)
-    unseeded = [b for b, g in enumerate(gens) if g is None and not bool(greedy[b])]
-    if unseeded:
-        u = torch.tensor(unseeded)
-        out[u] = torch.multinomial(probs[u], 1)[:, 0]
-    for b, g in enumerate(gens):
-        if bool(greedy[b]):
-            out[b] = int(torch.argmax(logits[b]))
-        elif g is not None:
-            out[b] = int(torch.multinomial(probs[b], 1, generator=g)[0])
+    greedy_l = greedy.tolist()
+    if not any(greedy_l) and all(g is None for g in gens):  # the common case: one batched draw
+        out = torch.multinomial(probs, 1)[:, 0]
+    else:
+        out = torch.empty(len(logits), dtype=torch.long)
+        unseeded = [b for b, g in enumerate(gens) if g is None and not greedy_l[b]]
+        if unseeded:
+            u = torch.tensor(unseeded)
+            out[u] = torch.multinomial(probs[u], 1)[:, 0]
+        if any(greedy_l):
+            am = torch.argmax(logits, dim=-1)
+            for b in (b for b, gr in enumerate(greedy_l) if gr):
+                out[b] = am[b]
+        for b, g in enumerate(gens):
+            if g is not None and not greedy_l[b]:
+                out[b] = torch.multinomial(probs[b], 1, generator=g)[0]
     return out, logp.gather(-1, out[:, None])[:, 0]
 
 
