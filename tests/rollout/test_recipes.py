@@ -98,6 +98,8 @@ def test_sft_then_grpo_ppo_ppokl_write_documented_results(running):
         assert all("kl_per_token" in s and s["kl_beta"] == float(beta) for s in steps if s["train_transitions"])
         kls[beta] = [s.get("kl_per_token", 0.0) for s in steps]
     assert all(k >= 0 and k < 10 for v in kls.values() for k in v), kls
+    # same seeds, same first rollouts: the penalty can only pull the policy towards the reference
+    assert sum(kls["0.5"]) <= sum(kls["0"]) + 1e-6, kls
     ppo = _run(env, "ppo", "--preset", "quickstart", *TASKS, "--num-steps", "1", "--group-size", "2", "--groups-per-step", "2",
                "--init-from", "none")
     assert _json(ppo / "results" / "ppo" / "result.json")["steps"][0]["n_rollouts"] == 4
