@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 need() { [[ -x "$1/bin/python" ]] || { echo "serve.sh: $1 is missing: run 'bash setup.sh ${2}' first" >&2; exit 1; }; }
-need_config() { [[ -f config/runtime.yaml ]] || { echo "serve.sh: config/ is missing: run 'python configure.py' first" >&2; exit 1; }; }
+need_config() { [[ -f "${LTS_CONFIG_DIR:-config}/runtime.yaml" ]] || { echo "serve.sh: ${LTS_CONFIG_DIR:-config}/ is missing: run 'python configure.py' first" >&2; exit 1; }; }
 
 svc="${1:-}"; shift || true
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
