@@ -64,8 +64,10 @@ def write_viewer(run_dir: Path, result: dict[str, Any]) -> None:
         parts.append(f"<img src='{_esc(curve.relative_to(run_dir))}' alt='reward curve'>")
     parts.append("<table><tr><th>step</th><th>mean reward</th><th>rollouts</th><th>failures</th><th>time (s)</th></tr>")
     for s in result.get("steps", []):
-        parts.append(f"<tr><td><a href='#step{s['step']}'>{s['step']}</a></td><td>{_esc(s.get('mean_reward', ''))}</td>"
-                     f"<td>{_esc(s.get('n_rollouts', ''))}</td><td>{_esc(s.get('failures', ''))}</td>"
+        mr = s.get("mean_reward")
+        fails = ", ".join(f"{k} {v}" for k, v in (s.get("failures") or {}).items())
+        parts.append(f"<tr><td><a href='#step{s['step']}'>{s['step']}</a></td><td>{'' if mr is None else f'{mr:.3f}'}</td>"
+                     f"<td>{_esc(s.get('n_rollouts', ''))}</td><td>{_esc(fails)}</td>"
                      f"<td>{s.get('time_s', 0):.1f}</td></tr>")
     parts.append("</table>")
     for d in sorted(run_dir.glob("step_*")):
