@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from helpers import REPO
+from services.common.procs import stop
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing (bash setup.sh system)")
 TASKS = ["--task-id", "absolute", "--task-id", "clamp"]
@@ -31,20 +32,21 @@ def running(isolated_config):
     procs = [subprocess.Popen(["bash", "serve.sh", "backend"], cwd=REPO, env=env, stdout=open(tmp / "be.out", "w"), stderr=subprocess.STDOUT),
              subprocess.Popen(["bash", "serve.sh", "admin"], cwd=REPO, env=env, stdout=open(tmp / "adm.out", "w"), stderr=subprocess.STDOUT)]
     urls = [f"http://127.0.0.1:{rt['backend']['port']}/api/v1/healthz", f"http://127.0.0.1:{adm['admin']['port']}/health"]
-    deadline = time.time() + 120
-    for u in urls:
-        while True:
-            try:
-                if httpx.get(u, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.time() < deadline, (tmp / "be.out").read_text()[-2000:] + (tmp / "adm.out").read_text()[-2000:]
-            time.sleep(0.3)
-    yield tmp, env
-    for p in procs:
-        p.terminate()
-        p.wait(30)
+    try:  # stop both services whatever happens, set-up failures included
+        deadline = time.time() + 120
+        for u in urls:
+            while True:
+                try:
+                    if httpx.get(u, timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.time() < deadline, (tmp / "be.out").read_text()[-2000:] + (tmp / "adm.out").read_text()[-2000:]
+                time.sleep(0.3)
+        yield tmp, env
+    finally:
+        for p in procs:
+            stop(p)
 
 
 def _run(env, *args, timeout=600) -> Path:
