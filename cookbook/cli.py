@@ -9,6 +9,7 @@ import logging
 import sys
 import time
 import traceback
+from contextlib import nullcontext
 from pathlib import Path
 
 from .runs import endpoints, install_signal_handlers, new_run_dir, services, setup_client_log, write_exit_status
@@ -46,10 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def rollout_main(args, run_dir: Path) -> int:
     import tinker
-    from tinker import types  # noqa: F401
 
     from .agent.agent import TinkerPolicy
-    from .rollout import Failures, save_rollout
+    from .rollout import Failures
     from .setup import load_tasks, make_context
 
     ep = endpoints(need_sandbox=args.sandbox == "manager")
@@ -73,8 +73,9 @@ async def rollout_main(args, run_dir: Path) -> int:
     name = args.name or "rollout"
     res_dir = run_dir / "results" / name
     summaries = []
+    single = len(items) == 1  # one rollout: results/<name>/{summary,trajectory}.* directly
     for i, ((task, _), tr) in enumerate(zip(items, trajs)):
-        sub = res_dir / (task.slug if args.n == 1 and len(tasks) == 1 else f"{task.slug}-{i:03d}")
+        sub = res_dir if single else res_dir / f"{task.slug}-{i:03d}"
         if tr is None:
             summaries.append({"task_id": task.name, "reward": None, "episode_done": False, "error": "infrastructure failure"})
             continue
@@ -89,9 +90,6 @@ async def rollout_main(args, run_dir: Path) -> int:
                "mean_reward": sum(s["reward"] for s in done) / len(done) if done else None,
                "failures": failures.to_dict(), "time_seconds": time.time() - t0, "rollouts": summaries}
     res_dir.mkdir(parents=True, exist_ok=True)
-    if len(items) == 1 and done:  # the single-rollout layout: results/<name>/summary.json
-        (res_dir / "summary.json").write_text(json.dumps(summaries[0], indent=1))
-        trajs[0].save(res_dir)
     (res_dir / "result.json").write_text(json.dumps(overall, indent=1))
     print(f"mean reward {overall['mean_reward']} over {len(done)}/{len(items)} rollouts; results in {res_dir}")
     return 0 if len(done) == len(items) else 1
@@ -112,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     code = 1
     try:
         ep = endpoints(need_sandbox=args.sandbox == "manager")
-        ctx = services(run_dir, ep, need_sandbox=args.sandbox == "manager") if not args.no_services else _null()
+        ctx = services(run_dir, ep, need_sandbox=args.sandbox == "manager") if not args.no_services else nullcontext([])
         with ctx as started_services:
             if started_services:
                 log.info("started for this run: %s", ", ".join(started_services))
@@ -136,14 +134,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         write_exit_status(run_dir, code, started, mode=args.mode)
     return code
-
-
-class _null:
-    def __enter__(self):
-        return []
-
-    def __exit__(self, *a):
-        return False
 
 
 if __name__ == "__main__":

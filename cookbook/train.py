@@ -12,7 +12,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import math
 import random
 import time
 from pathlib import Path
@@ -98,10 +97,6 @@ def _adam(lr: float):
     from tinker import types
 
     return types.AdamParams(learning_rate=lr, beta1=0.9, beta2=0.95, eps=1e-8, grad_clip_norm=1.0)
-
-
-def _metrics_mean(d: dict[str, float]) -> dict[str, float]:
-    return {k: float(v) for k, v in d.items()}
 
 
 class RunState:

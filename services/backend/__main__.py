@@ -6,9 +6,7 @@ Starts the Tinker-compatible backend in the foreground (``bash serve.sh backend`
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import signal
 import sys
 import time
 from pathlib import Path

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from . import losses, sampler
-from .codec import Datum, FwdBwdRequest
+from .codec import FwdBwdRequest
 from .errors import BadRequest, NotFound
 
 log = logging.getLogger("backend.runtime")
