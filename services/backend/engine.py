@@ -168,6 +168,7 @@ class Engine:
                 self.store.fail(job.request_id, f"internal error in {job.kind}: {type(e).__name__}: {e}", "server")
         finally:
             self.busy_s += time.time() - t0
+            log.debug("%s job %.3fs", job.kind, time.time() - t0)
         if job.request_id:
             self.on_done(job.request_id)
 
@@ -213,7 +214,10 @@ class Engine:
             except Exception as e:  # noqa: BLE001
                 log.error("sampling batch failed:\n%s", traceback.format_exc())
                 outs = [(j, None, (f"internal error while sampling: {type(e).__name__}: {e}", "server")) for j in group]
-            self.busy_s += time.time() - t0
+            dt = time.time() - t0
+            self.busy_s += dt
+            log.debug("sampling round: %d requests, %d sequences, %.3fs", len(group),
+                      sum(j.sample_spec.num_samples for j in group), dt)
             for j, res, err in outs:
                 if err is None:
                     self.store.complete(j.request_id, *res)

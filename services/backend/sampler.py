@@ -14,6 +14,7 @@ tokens are drawn.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,7 +48,7 @@ class SampleResult:
 @dataclass
 class _Row:
     spec_idx: int
-    gen: torch.Generator | None
+    gen: random.Random | None  # the row's own stream when the request has a seed
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     done: str | None = None
@@ -129,10 +130,7 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> None:
     for i in idxs:
         s = specs[i]
         for k in range(s.num_samples):
-            gen = None
-            if s.seed is not None:
-                gen = torch.Generator(device="cpu")
-                gen.manual_seed((int(s.seed) * 1_000_003 + k) % (2**63))
+            gen = None if s.seed is None else random.Random((int(s.seed) * 1_000_003 + k) % (2**63))
             rows.append(_Row(i, gen))
             src.append(uniq[tuple(s.prompt)])
     src_t = torch.tensor(src, device=device)
@@ -209,22 +207,17 @@ def _pick(logits: torch.Tensor, temps, topks, topps, gens) -> tuple[torch.Tensor
         sp = sp.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, si, sp)
         probs = probs / probs.sum(-1, keepdim=True)
-    greedy_l = greedy.tolist()
-    if not any(greedy_l) and all(g is None for g in gens):  # the common case: one batched draw
-        out = torch.multinomial(probs, 1)[:, 0]
-    else:
-        out = torch.empty(len(logits), dtype=torch.long)
-        unseeded = [b for b, g in enumerate(gens) if g is None and not greedy_l[b]]
-        if unseeded:
-            u = torch.tensor(unseeded)
-            out[u] = torch.multinomial(probs[u], 1)[:, 0]
-        if any(greedy_l):
-            am = torch.argmax(logits, dim=-1)
-            for b in (b for b, gr in enumerate(greedy_l) if gr):
-                out[b] = am[b]
-        for b, g in enumerate(gens):
-            if g is not None and not greedy_l[b]:
-                out[b] = torch.multinomial(probs[b], 1, generator=g)[0]
+    # Inverse-CDF draw, batched over rows: one uniform per row (from the row's own seeded stream, or
+    # torch's global generator for unseeded rows), then a search in the row's cumulative distribution.
+    # A zero-probability token never has a cumulative mass step, so it is never drawn.
+    u = torch.rand(len(logits), dtype=torch.float64)
+    for b, g in enumerate(gens):
+        if g is not None:
+            u[b] = g.random()
+    cum = probs.to(torch.float64).cumsum(-1)
+    out = torch.searchsorted(cum, (u * cum[:, -1])[:, None], right=True)[:, 0].clamp(max=probs.shape[-1] - 1)
+    if bool(greedy.any()):
+        out = torch.where(greedy, torch.argmax(logits, dim=-1), out)
     return out, logp.gather(-1, out[:, None])[:, 0]
 
 

@@ -1,6 +1,9 @@
-"""Runtime-level check of the static sampler on CPU (needs peft: run with .venv-runtime).
+"""Runtime-level check of a sampler on CPU (needs peft: run with .venv-runtime).
 
-    .venv-runtime/bin/python tests/gpu/runtime_static_check.py
+    .venv-runtime/bin/python tests/gpu/runtime_static_check.py [DEVICE DTYPE TOL [SAMPLER [MERGE]]]
+
+SAMPLER is static (default) or hf; MERGE (1/0) folds LoRA snapshots into a plain copy for sampling
+(``merge_lora_sampling``).
 
 A LoRA model and a full fine-tuned model take one cross-entropy step; their sampler snapshots
 (in memory, and the LoRA one also reloaded from disk) are sampled through ``Runtime.sample`` with
@@ -35,12 +38,13 @@ def forward_lps(rt: Runtime, mid: str, prompt: list[int], toks: list[int]) -> np
     return out[0]["logprobs"][len(prompt) - 1 :]
 
 
-def main(device: str = "cpu", dtype: str = "float32", model: str | None = None, tol: float = 1e-4) -> None:
+def main(device: str = "cpu", dtype: str = "float32", model: str | None = None, tol: float = 1e-4,
+         sampler: str = "static", merge: bool = False) -> None:
     path = model or str(ROOT / "models" / "qwen3-tiny-xs")
     with tempfile.TemporaryDirectory() as tmp:
-        rt = Runtime([{"name": "m", "path": path}], Path(tmp), device=device, dtype=dtype, sampler="static",
-                     sampler_options={"max_slots": 8, "max_context": 512})
-        assert rt.static is not None
+        rt = Runtime([{"name": "m", "path": path}], Path(tmp), device=device, dtype=dtype, sampler=sampler,
+                     sampler_options={"max_slots": 8, "max_context": 512}, merge_lora_sampling=merge)
+        assert (rt.static is not None) == (sampler == "static")
         rng = np.random.default_rng(0)
         seq = rng.integers(0, 8000, size=33)
         d = Datum(seq[:-1], {"target_tokens": seq[1:], "weights": np.ones(32, np.float32)})
@@ -60,7 +64,7 @@ def main(device: str = "cpu", dtype: str = "float32", model: str | None = None, 
                 ck = rt.save(mid, "s1", "sampler_weights", False, True)
                 rt.sampler_from_checkpoint(key + "-disk", ck)
                 keys.append(key + "-disk")
-            for k in keys:
+            for k in keys + keys[:1]:  # back to the first: a folded copy must be refilled
                 res = rt.sample("m", k, [spec, SampleSpec(prompt=prompt[:5], max_tokens=4, temperature=0.0)])[0]
                 assert len(res.sequences) == 3
                 for toks, lps, _ in res.sequences:
@@ -76,8 +80,8 @@ def main(device: str = "cpu", dtype: str = "float32", model: str | None = None, 
         # base weights again after snapshots (the engine reloads them)
         again = rt.sample("m", None, [spec])[0]
         assert [s[0] for s in again.sequences] == [s[0] for s in base_res.sequences]
-        eng = rt.static.engines["m"]
-        print("OK", {"device": device, "dtype": dtype, "max_abs_logprob_err": worst, **eng.stats})
+        stats = rt.static.engines["m"].stats if rt.static else {"merged": rt.bases["m"]._merged is not None}
+        print("OK", {"device": device, "dtype": dtype, "sampler": sampler, "max_abs_logprob_err": worst, **stats})
 
 
 def forward_lps_base(rt: Runtime, prompt: list[int], toks: list[int]) -> np.ndarray:
@@ -89,4 +93,5 @@ def forward_lps_base(rt: Runtime, prompt: list[int], toks: list[int]) -> np.ndar
 if __name__ == "__main__":
     torch.manual_seed(0)
     a = sys.argv[1:]
-    main(a[0] if a else "cpu", a[1] if len(a) > 1 else "float32", None, float(a[2]) if len(a) > 2 else 1e-4)
+    main(a[0] if a else "cpu", a[1] if len(a) > 1 else "float32", None, float(a[2]) if len(a) > 2 else 1e-4,
+         a[3] if len(a) > 3 else "static", len(a) > 4 and a[4] == "1")

@@ -14,8 +14,12 @@ from helpers import REPO, RUNTIME_PY
 
 
 @pytest.mark.skipif(not Path(RUNTIME_PY).exists(), reason="runtime venv missing")
-def test_runtime_static_sampler_matches_trainer(tiny_model):
+@pytest.mark.parametrize("sampler,merge", [("static", "0"), ("hf", "1"), ("hf", "0")])
+def test_runtime_sampler_matches_trainer(tiny_model, sampler, merge):
+    """static engine; HF sampler over LoRA snapshots folded into a plain copy; HF sampler over peft."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-    r = subprocess.run([RUNTIME_PY, str(REPO / "tests" / "gpu" / "runtime_static_check.py")], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run([RUNTIME_PY, str(REPO / "tests" / "gpu" / "runtime_static_check.py"), "cpu", "float32", "1e-4",
+                        sampler, merge], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "OK" in r.stdout, (r.stdout + r.stderr)[-4000:]
+    if sampler == "hf":
+        assert f"'merged': {merge == '1'}" in r.stdout
