@@ -77,19 +77,31 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> None:
         uniq.setdefault(tuple(specs[i].prompt), len(uniq))
     prompts = list(uniq)
     need_all_logits = any(specs[i].prompt_logprobs or specs[i].topk_prompt_logprobs for i in idxs)
-    L = max(len(p) for p in prompts)
-    ids = torch.zeros((len(prompts), L), dtype=torch.long)
-    mask = torch.zeros((len(prompts), L), dtype=torch.long)
-    for r, p in enumerate(prompts):
-        ids[r, L - len(p):] = torch.tensor(p)
-        mask[r, L - len(p):] = 1
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)
-    ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
-    # Without left padding the attention mask is plain causal: let the model take its fast path.
-    padded = any(len(p) != L for p in prompts)
     from transformers import DynamicCache
 
     cache = DynamicCache()
+    # A prefix every prompt shares (an agent's system prompt and tool schemas) is prefilled once and
+    # its KV rows broadcast; the rest of each prompt is left-padded after it, padding masked out.
+    S = 0 if need_all_logits or len(prompts) < 2 else min(_common_prefix(prompts), min(len(p) for p in prompts) - 1)
+    if S < 32:
+        S = 0
+    if S:
+        module(input_ids=torch.tensor([prompts[0][:S]], device=device), past_key_values=cache, use_cache=True,
+               logits_to_keep=1)
+        for layer in cache.layers:
+            layer.keys = layer.keys.expand(len(prompts), *layer.keys.shape[1:])
+            layer.values = layer.values.expand(len(prompts), *layer.values.shape[1:])
+    L = max(len(p) for p in prompts) - S
+    ids = torch.zeros((len(prompts), L), dtype=torch.long)
+    mask = torch.zeros((len(prompts), S + L), dtype=torch.long)
+    mask[:, :S] = 1
+    for r, p in enumerate(prompts):
+        ids[r, L - (len(p) - S):] = torch.tensor(p[S:])
+        mask[r, S + L - (len(p) - S):] = 1
+    pos = ((mask.cumsum(-1) - 1).clamp(min=0))[:, S:]
+    ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
+    # Without left padding the attention mask is plain causal: let the model take its fast path.
+    padded = any(len(p) != len(prompts[0]) for p in prompts)
     out = module(input_ids=ids, attention_mask=mask if padded else None, position_ids=pos if padded else None,
                  past_key_values=cache, use_cache=True, logits_to_keep=0 if need_all_logits else 1)
     logits = out.logits
@@ -219,6 +231,16 @@ def _pick(logits: torch.Tensor, temps, topks, topps, gens) -> tuple[torch.Tensor
     if bool(greedy.any()):
         out = torch.where(greedy, torch.argmax(logits, dim=-1), out)
     return out, logp.gather(-1, out[:, None])[:, 0]
+
+
+def _common_prefix(prompts: list[tuple[int, ...]]) -> int:
+    a, b = min(prompts), max(prompts)  # the lexicographic extremes bound every pairwise common prefix
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _hit_stop_string(tokenizer, tokens: list[int], stops: list[str]) -> bool:

@@ -50,6 +50,9 @@ def main(device: str = "cpu", dtype: str = "float32", model: str | None = None, 
         d = Datum(seq[:-1], {"target_tokens": seq[1:], "weights": np.ones(32, np.float32)})
         prompt = [int(x) for x in rng.integers(0, 8000, size=12)]
         spec = SampleSpec(prompt=prompt, num_samples=3, max_tokens=10, seed=7)
+        # prompts sharing a 40-token prefix with suffixes of different lengths (shared-prefix prefill)
+        head = [int(x) for x in rng.integers(0, 8000, size=40)]
+        shared = [SampleSpec(prompt=head + [int(x) for x in rng.integers(0, 8000, size=n)], max_tokens=8, seed=n) for n in (3, 9)]
         base_res = rt.sample("m", None, [spec])[0]
         worst = 0.0
         for rank in (4, 0):
@@ -67,11 +70,13 @@ def main(device: str = "cpu", dtype: str = "float32", model: str | None = None, 
             for k in keys + keys[:1]:  # back to the first: a folded copy must be refilled
                 res = rt.sample("m", k, [spec, SampleSpec(prompt=prompt[:5], max_tokens=4, temperature=0.0)])[0]
                 assert len(res.sequences) == 3
-                for toks, lps, _ in res.sequences:
-                    ref = forward_lps(rt, mid, prompt, toks)
+                outs = rt.sample("m", k, shared)  # a batch of its own, so the shared prefix is found
+                checks = [(prompt, sq) for sq in res.sequences] + [(sp.prompt, o.sequences[0]) for sp, o in zip(shared, outs)]
+                for pr, (toks, lps, _) in checks:
+                    ref = forward_lps(rt, mid, pr, toks)
                     err = np.abs(ref - np.array(lps))
                     assert float(err.max()) < tol, (k, float(err.max()))
-                    bref = forward_lps_base(rt, prompt, toks)
+                    bref = forward_lps_base(rt, pr, toks)
                     berr = np.abs(bref - np.array(lps))
                     assert float(berr.mean()) > 2 * float(err.mean()) + 1e-5, ("sampler served the base weights?", k,
                                                                               float(berr.mean()), float(err.mean()))
