@@ -28,7 +28,8 @@ def common(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--preset", default=None, choices=["quickstart"], help="settings for the embedded tiny default")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--rollout-concurrency", type=int, default=16, help="sandboxes at once")
+    ap.add_argument("--rollout-concurrency", type=int, default=None,
+                    help="sandboxes at once (default 16; 64 with --preset quickstart, whose sandboxes are tiny)")
     ap.add_argument("--no-services", action="store_true", help="do not start the backend / sandbox manager")
 
 
@@ -97,6 +98,8 @@ async def rollout_main(args, run_dir: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.rollout_concurrency is None:
+        args.rollout_concurrency = 64 if args.preset == "quickstart" else 16
     from . import train
 
     resume_dir = getattr(args, "resume", None)

@@ -88,18 +88,19 @@ def agent_config(preset: str | None = None) -> AgentConfig:
     return AgentConfig.from_config(cfg)
 
 
-def gold_turns_for(task: Task) -> list[str]:
+def gold_turns_for(task: Task, tools: list[str] | None = None) -> list[str]:
     """The gold trajectory as tool calls: solution/edit.json (micro tasks) or the gold patch's
-    hunks as str-replace edits; read each file first, then submit."""
+    hunks as str-replace edits; read each file first (when ``tools`` has read), then submit."""
+    read = tools is None or "read" in tools
     edit_json = task.solution_dir / "edit.json"
     if edit_json.exists():
-        return gold_turns(json.loads(edit_json.read_text()))
+        return gold_turns(json.loads(edit_json.read_text()), read=read)
     patch = next((p for p in (task.solution_dir / "patch.diff", task.solution_dir / "gold.patch") if p.exists()), None)
     if patch is None:
         raise ValueError(f"{task.name}: no solution/edit.json or patch to build a gold trajectory from")
     turns: list[str] = []
     for path, old, new in _hunks(patch.read_text()):
-        if tool_call_text("read", {"path": path}) not in turns:
+        if read and tool_call_text("read", {"path": path}) not in turns:
             turns.append(tool_call_text("read", {"path": path}))
         turns.append(tool_call_text("edit", {"path": path, "old_str": old, "new_str": new}))
     return turns + [tool_call_text("submit", {})]

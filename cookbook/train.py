@@ -234,7 +234,7 @@ async def gold_datums(ctx) -> list:
     from .agent.scripted import ScriptedPolicy
     from .setup import gold_turns_for
 
-    items = [(t, ScriptedPolicy(ctx.tokenizer, gold_turns_for(t))) for t in ctx.tasks]
+    items = [(t, ScriptedPolicy(ctx.tokenizer, gold_turns_for(t, ctx.agent_cfg.tools))) for t in ctx.tasks]
     trajs = await ctx.rollouts.run_many(items)
     good = [t for t in trajs if t is not None and t.reward == 1.0]
     log.info("gold trajectories: %d of %d tasks reach reward 1", len(good), len(items))

@@ -80,3 +80,29 @@ def isolated_config(tiny_model):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+@pytest.fixture()
+def running(isolated_config):
+    """run.sh tests: backend + sandbox manager already running (run.sh must then leave them running)."""
+    import subprocess
+
+    import yaml
+
+    from services.common.procs import stop, wait_healthy
+
+    tmp, cfg = isolated_config
+    env = dict(os.environ, LTS_CONFIG_DIR=str(cfg), LTS_RUNS_DIR=str(tmp / "runs"))
+    env.pop("TINKER_API_KEY", None)
+    rt = yaml.safe_load((cfg / "runtime.yaml").read_text())
+    adm = yaml.safe_load((cfg / "admin.yaml").read_text())
+    procs = []
+    try:  # stop both services whatever happens, set-up failures included
+        for svc, url in (("backend", f"http://127.0.0.1:{rt['backend']['port']}/api/v1/healthz"),
+                         ("admin", f"http://127.0.0.1:{adm['admin']['port']}/health")):
+            out = tmp / f"{svc}.out"
+            procs.append(subprocess.Popen(["bash", "serve.sh", svc], cwd=REPO, env=env, stdout=open(out, "w"),
+                                          stderr=subprocess.STDOUT))
+            wait_healthy(procs[-1], url, 120, out, svc)
+        yield tmp, env
+    finally:
+        for p in procs:
+            stop(p)

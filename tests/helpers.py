@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -114,3 +115,14 @@ class SandboxAdminProc:
 
     def stop(self) -> None:
         stop(self.proc)
+
+
+def run_sh(env: dict, *args: str, timeout: float = 600) -> Path:
+    """``bash run.sh ARGS`` with ``env``; asserts success; returns the run directory it printed."""
+    r = subprocess.run(["bash", "run.sh", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    return Path(next(l for l in r.stdout.splitlines() if l.startswith("Run directory: ")).split(": ", 1)[1])
+
+
+def read_json(p: Path):
+    return json.loads(p.read_text())

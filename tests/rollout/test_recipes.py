@@ -4,59 +4,18 @@ started from the sft checkpoint), ppo and ppo-kl, with every documented result f
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
-from helpers import REPO
-from services.common.procs import stop
+from helpers import REPO, read_json as _json, run_sh as _run
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing (bash setup.sh system)")
 TASKS = ["--task-id", "absolute", "--task-id", "clamp"]
-
-
-@pytest.fixture()
-def running(isolated_config):
-    """Backend + sandbox manager already running (run.sh must then leave them running)."""
-    tmp, cfg = isolated_config
-    env = dict(os.environ, LTS_CONFIG_DIR=str(cfg), LTS_RUNS_DIR=str(tmp / "runs"))
-    env.pop("TINKER_API_KEY", None)
-    rt = yaml.safe_load((cfg / "runtime.yaml").read_text())
-    adm = yaml.safe_load((cfg / "admin.yaml").read_text())
-    procs = [subprocess.Popen(["bash", "serve.sh", "backend"], cwd=REPO, env=env, stdout=open(tmp / "be.out", "w"), stderr=subprocess.STDOUT),
-             subprocess.Popen(["bash", "serve.sh", "admin"], cwd=REPO, env=env, stdout=open(tmp / "adm.out", "w"), stderr=subprocess.STDOUT)]
-    urls = [f"http://127.0.0.1:{rt['backend']['port']}/api/v1/healthz", f"http://127.0.0.1:{adm['admin']['port']}/health"]
-    try:  # stop both services whatever happens, set-up failures included
-        deadline = time.time() + 120
-        for u in urls:
-            while True:
-                try:
-                    if httpx.get(u, timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert time.time() < deadline, (tmp / "be.out").read_text()[-2000:] + (tmp / "adm.out").read_text()[-2000:]
-                time.sleep(0.3)
-        yield tmp, env
-    finally:
-        for p in procs:
-            stop(p)
-
-
-def _run(env, *args, timeout=600) -> Path:
-    r = subprocess.run(["bash", "run.sh", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
-    return Path(next(l for l in r.stdout.splitlines() if l.startswith("Run directory: ")).split(": ", 1)[1])
-
-
-def _json(p: Path):
-    return json.loads(p.read_text())
 
 
 def test_sft_then_grpo_ppo_ppokl_write_documented_results(running):
