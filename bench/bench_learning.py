@@ -1,8 +1,9 @@
 """Learning proof on the embedded default: sft, then grpo from its checkpoint, for several seeds.
 
 Prints each seed's GRPO reward curve, the gain (mean of the last 5 steps minus the first 5), and
-the wall time, and writes bench/results/learning-<timestamp>.json. Uses the running config/
-(bash setup.sh all && python configure.py first); starts and stops the services itself.
+the wall time of sft + grpo (services started and stopped by each run included), and writes
+bench/results/learning-<timestamp>.{json,png} (the curves, with the SFT gate evaluations before
+them). Uses the running config/ (bash setup.sh all && python configure.py first).
 
     .venv-control/bin/python bench/bench_learning.py --seeds 0 1 2 [--grpo-steps 30] [--sandbox manager]
 """
@@ -44,14 +45,46 @@ def main() -> int:
         curve = [s["mean_reward"] for s in res["steps"]]
         k = min(5, len(curve))
         gain = sum(curve[-k:]) / k - sum(curve[:k]) / k
+        sres = json.loads((sft / "results" / "sft" / "result.json").read_text())
+        gate = [(s["step"], s["pass_rate"]) for s in sres["steps"] if "pass_rate" in s]
+        total = time.time() - t0
         out["seeds"][seed] = {"curve": curve, "gain_last5_minus_first5": gain, "sft_s": t1 - t0, "grpo_s": time.time() - t1,
+                              "total_s": total, "sft_steps": len(sres["steps"]), "sft_pass_rates": gate,
                               "sft_run": str(sft), "grpo_run": str(grpo)}
-        print(f"seed {seed}: gain {gain:+.3f}  sft {t1 - t0:.0f}s  grpo {time.time() - t1:.0f}s  curve "
-              + " ".join(f"{c:.2f}" for c in curve), flush=True)
+        print(f"seed {seed}: gain {gain:+.3f} (first 5 {sum(curve[:k]) / k:.2f} -> last 5 {sum(curve[-k:]) / k:.2f})  "
+              f"sft {t1 - t0:.0f}s ({len(sres['steps'])} steps)  grpo {time.time() - t1:.0f}s  total {total / 60:.1f} min\n"
+              f"  curve " + " ".join(f"{c:.2f}" for c in curve), flush=True)
     d = ROOT / "bench" / "results"
     d.mkdir(parents=True, exist_ok=True)
-    (d / f"learning-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(out, indent=1))
+    stem = d / f"learning-{time.strftime('%Y%m%d-%H%M%S')}"
+    stem.with_suffix(".json").write_text(json.dumps(out, indent=1))
+    plot(out, stem.with_suffix(".png"))
+    print(f"wrote {stem}.json and {stem}.png")
     return 0
+
+
+def plot(out: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for seed, r in out["seeds"].items():
+        line, = ax.plot(range(len(r["curve"])), r["curve"], marker=".", label=f"seed {seed}: grpo (gain {r['gain_last5_minus_first5']:+.2f})")
+        ev = r["sft_pass_rates"]
+        if ev:  # the sft gate evaluations, on a compressed axis left of grpo step 0
+            n = r["sft_steps"]
+            ax.plot([-8 + 8 * s / n for s, _ in ev], [p for _, p in ev], ls=":", color=line.get_color(), alpha=0.7)
+    ax.axvline(-0.5, color="grey", lw=0.5)
+    ax.set_xlabel("grpo step (dotted, left of 0: sft pass-rate checks, compressed)")
+    ax.set_ylabel("mean reward (sampled, T=1)")
+    ax.set_ylim(0, 1)
+    ax.set_title("embedded default: sft then grpo")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ def endpoints(need_sandbox: bool = True) -> Endpoints:
 def services(run_dir: Path, ep: Endpoints, need_sandbox: bool = True) -> Iterator[list[str]]:
     """Start the backend (and the sandbox manager) unless running; stop what we started."""
     py_rt = str(REPO_ROOT / ".venv-runtime" / "bin" / "python")
-    started: list[Service] = []
+    started: list[Service] = []  # what we started (the others were already running)
     svcs = [Service("backend", ep.backend_url + "/api/v1/healthz", [py_rt, "-m", "services.backend"], run_dir / "backend.log")]
     if need_sandbox and ep.sandbox_flavor == "local" and ep.sandbox_url and "127.0.0.1" in ep.sandbox_url:
         svcs.append(Service("sandbox manager", ep.sandbox_url + "/health", [sys.executable, "-m", "services.sandbox", "admin"],
@@ -119,8 +119,8 @@ def services(run_dir: Path, ep: Endpoints, need_sandbox: bool = True) -> Iterato
             if s.ensure():
                 started.append(s)
         yield [s.name for s in started]
-    finally:
-        for s in reversed(started):
+    finally:  # s.proc is set as soon as we spawn it: a signal while it starts up still stops it
+        for s in reversed(svcs):
             s.stop()
 
 

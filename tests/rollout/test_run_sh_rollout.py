@@ -58,3 +58,29 @@ def test_run_sh_rollout_embedded_default(isolated_config):
     log = (run_dir / "client.log").read_text()
     assert "starting backend" in log and "starting sandbox manager" in log and "stopping backend" in log
     assert _our_services(cfg) == [], "run.sh left a service running"
+
+
+def test_sigterm_while_a_service_starts_leaves_nothing_behind(isolated_config):
+    """Stopping a run while it is still starting the backend stops that backend too."""
+    import signal
+    import time
+
+    tmp, cfg = isolated_config
+    env = dict(os.environ, LTS_CONFIG_DIR=str(cfg), LTS_RUNS_DIR=str(tmp / "runs"))
+    env.pop("TINKER_API_KEY", None)
+    run_dir = tmp / "runs" / "interrupted"
+    p = subprocess.Popen([str(REPO / ".venv-control/bin/python"), "-m", "cookbook.cli", "rollout", "--task-id", "absolute",
+                          "--preset", "quickstart", "--run-dir", str(run_dir)], cwd=REPO, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while "starting backend" not in ((run_dir / "client.log").read_text() if (run_dir / "client.log").exists() else ""):
+        assert time.time() < deadline and p.poll() is None, "the run never started the backend"
+        time.sleep(0.05)
+    assert _our_services(cfg), "the backend process should exist now"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=60) == 130
+    deadline = time.time() + 30
+    while _our_services(cfg) and time.time() < deadline:
+        time.sleep(0.2)
+    assert _our_services(cfg) == [], "a service started by the interrupted run is still running"
+    assert json.loads((run_dir / "exit-status.json").read_text())["exit_code"] == 130
