@@ -31,16 +31,18 @@ def run(mode: str, seed: int, extra: list[str], sandbox: str) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--grpo-steps", type=int, default=30)
+    ap.add_argument("--grpo-steps", type=int, default=None, help="default: the quickstart preset's")
+    ap.add_argument("extra", nargs="*", help="more flags for both runs (after --), e.g. -- --lora-rank 0")
     ap.add_argument("--sandbox", default="manager", choices=["manager", "host"])
     args = ap.parse_args()
     out = {"seeds": {}}
     for seed in args.seeds:
         t0 = time.time()
-        sft = run("sft", seed, ["--init-from", "none"], args.sandbox)
+        sft = run("sft", seed, ["--init-from", "none", *args.extra], args.sandbox)
         sft_ck = json.loads((sft / "results" / "sft" / "result.json").read_text())["final_checkpoint"]
         t1 = time.time()
-        grpo = run("grpo", seed, ["--init-from", sft_ck, "--num-steps", str(args.grpo_steps)], args.sandbox)
+        steps = ["--num-steps", str(args.grpo_steps)] if args.grpo_steps else []
+        grpo = run("grpo", seed, ["--init-from", sft_ck, *steps, *args.extra], args.sandbox)
         res = json.loads((grpo / "results" / "grpo" / "result.json").read_text())
         curve = [s["mean_reward"] for s in res["steps"]]
         k = min(5, len(curve))

@@ -21,9 +21,9 @@ from .runs import Endpoints
 log = logging.getLogger("cookbook")
 PREP_DIR = REPO_ROOT / "sandbox-preparation"
 # What the tiny embedded model can learn on 2 CPU cores in minutes (measured; docs/recipes.md):
-# fix-by-edit without reading (the fix is memorised per task), on 16 training tasks.
+# fix-by-edit without reading (the fix is memorised per task), on 8 training tasks.
 QUICKSTART = {"tools": ["edit", "submit"], "system_prompt": "Fix the bug: edit the wrong line, then submit.",
-              "max_tasks": 16}
+              "max_tasks": 8}
 
 
 def load_tasks(dataset: str, split: str | None, task_ids: list[str] | None = None) -> list[Task]:

@@ -38,11 +38,12 @@ def add_arguments(sub, common) -> None:
         p.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 = full fine-tuning (default 16)")
         p.add_argument("--num-steps", type=int, default=None, help="optimizer steps")
         p.add_argument("--batch-size", type=int, default=None, help="sft: datums per step (default 32; 16 with --preset quickstart)")
-        p.add_argument("--group-size", type=int, default=None, help="rollouts per task and step (default 10; 4 with --preset quickstart)")
-        p.add_argument("--groups-per-step", type=int, default=None, help="tasks per step (default 4; 16 with --preset quickstart)")
+        p.add_argument("--group-size", type=int, default=None, help="rollouts per task and step (default 10; 8 with --preset quickstart)")
+        p.add_argument("--groups-per-step", type=int, default=None, help="tasks per step (default 4; 8 with --preset quickstart)")
         p.add_argument("--max-train-transitions", type=int, default=None, help="cap on training datums per step")
         p.add_argument("--loss", default=None, choices=["importance_sampling", "ppo", "cispo"], help="grpo loss (default importance_sampling)")
-        p.add_argument("--normalize-std", action="store_true", help="grpo: divide advantages by the group std")
+        p.add_argument("--normalize-std", default=None, action=argparse.BooleanOptionalAction,
+                       help="grpo: divide advantages by the group std (default: on with --preset quickstart)")
         p.add_argument("--leave-one-out", action="store_true", help="grpo: leave-one-out baseline")
         p.add_argument("--ppo-epochs", type=int, default=2, help="ppo: epochs over each batch")
         p.add_argument("--minibatches", type=int, default=2, help="ppo: minibatches per epoch")
@@ -76,13 +77,15 @@ def _defaults(args) -> None:
     if args.learning_rate is None:
         args.learning_rate = {"sft": 5e-3}.get(args.mode, 5e-4) if quick else {"sft": 1e-4}.get(args.mode, 1e-5)
     if args.num_steps is None:
-        args.num_steps = {"sft": 200}.get(args.mode, 20) if quick else {"sft": 100}.get(args.mode, 20)
+        args.num_steps = {"sft": 200}.get(args.mode, 30) if quick else {"sft": 100}.get(args.mode, 20)
     if args.batch_size is None:
         args.batch_size = 16 if quick else 32
     if args.group_size is None:
-        args.group_size = 4 if quick else 10
+        args.group_size = 8 if quick else 10
     if args.groups_per_step is None:
-        args.groups_per_step = 16 if quick else 4
+        args.groups_per_step = 8 if quick else 4
+    if args.normalize_std is None:
+        args.normalize_std = quick
     if args.eval_every is None:
         args.eval_every = 5 if quick else 10
     if args.eval_from is None:
