@@ -39,22 +39,22 @@ def main() -> int:
     for seed in args.seeds:
         t0 = time.time()
         sft = run("sft", seed, ["--init-from", "none", *args.extra], args.sandbox)
-        sft_ck = json.loads((sft / "results" / "sft" / "result.json").read_text())["final_checkpoint"]
+        sres = json.loads((sft / "results" / "sft" / "result.json").read_text())
         t1 = time.time()
         steps = ["--num-steps", str(args.grpo_steps)] if args.grpo_steps else []
-        grpo = run("grpo", seed, ["--init-from", sft_ck, *steps, *args.extra], args.sandbox)
+        grpo = run("grpo", seed, ["--init-from", sres["final_checkpoint"], *steps, *args.extra], args.sandbox)
+        t2 = time.time()
         res = json.loads((grpo / "results" / "grpo" / "result.json").read_text())
         curve = [s["mean_reward"] for s in res["steps"]]
         k = min(5, len(curve))
         gain = sum(curve[-k:]) / k - sum(curve[:k]) / k
-        sres = json.loads((sft / "results" / "sft" / "result.json").read_text())
         gate = [(s["step"], s["pass_rate"]) for s in sres["steps"] if "pass_rate" in s]
-        total = time.time() - t0
-        out["seeds"][seed] = {"curve": curve, "gain_last5_minus_first5": gain, "sft_s": t1 - t0, "grpo_s": time.time() - t1,
+        total = t2 - t0
+        out["seeds"][seed] = {"curve": curve, "gain_last5_minus_first5": gain, "sft_s": t1 - t0, "grpo_s": t2 - t1,
                               "total_s": total, "sft_steps": len(sres["steps"]), "sft_pass_rates": gate,
                               "sft_run": str(sft), "grpo_run": str(grpo)}
         print(f"seed {seed}: gain {gain:+.3f} (first 5 {sum(curve[:k]) / k:.2f} -> last 5 {sum(curve[-k:]) / k:.2f})  "
-              f"sft {t1 - t0:.0f}s ({len(sres['steps'])} steps)  grpo {time.time() - t1:.0f}s  total {total / 60:.1f} min\n"
+              f"sft {t1 - t0:.0f}s ({len(sres['steps'])} steps)  grpo {t2 - t1:.0f}s  total {total / 60:.1f} min\n"
               f"  curve " + " ".join(f"{c:.2f}" for c in curve), flush=True)
     d = ROOT / "bench" / "results"
     d.mkdir(parents=True, exist_ok=True)

@@ -196,6 +196,8 @@ class BaseModel:
         folded copy decodes at the base model's speed. One copy is kept and refilled when a
         different snapshot is sampled (RL samples one snapshot many times per step); lm_head
         is untied so a LoRA on the unembedding leaves the input embedding alone."""
+        from .gpu.weights import linear_weight  # W + scale * B @ A, the static engine's merge too
+
         if self._merged is None:
             from transformers import AutoModelForCausalLM
 
@@ -214,10 +216,7 @@ class BaseModel:
                     s = src[name]
                     base = getattr(s, "base_layer", s)
                     for pname, p in mod.named_parameters(recurse=False):
-                        w = getattr(base, pname)
-                        if pname == "weight" and adapter in getattr(s, "lora_A", {}):
-                            w = w.float() + s.get_delta_weight(adapter).float()
-                        p.copy_(w)
+                        p.copy_(linear_weight(s, adapter) if pname == "weight" else getattr(base, pname))
             self._merged_key = adapter
         return self._merged
 
@@ -618,9 +617,6 @@ def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tens
     return lp.view(B, T)
 
 
-MIN_SHARED_PREFIX = 32
-
-
 def _hidden_states(hf: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
     """Final hidden states [B, T, H]. When every row starts with the same tokens (agent
     prompts share the system prompt and tool schemas), the shared prefix runs once and its
@@ -632,15 +628,13 @@ def _hidden_states(hf: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
         same = (ids == ids[:1]).all(dim=0)
         P = int(same.long().cumprod(0).sum())
         P = min(P, T - 1)
-    if P < MIN_SHARED_PREFIX:
+    if P < sampler.MIN_SHARED_PREFIX:
         return hf.model(input_ids=ids, use_cache=False).last_hidden_state
     from transformers import DynamicCache
 
     cache = DynamicCache()
     pre = hf.model(input_ids=ids[:1, :P], past_key_values=cache, use_cache=True).last_hidden_state
-    for layer in cache.layers:
-        layer.keys = layer.keys.expand(B, *layer.keys.shape[1:])
-        layer.values = layer.values.expand(B, *layer.values.shape[1:])
+    sampler.broadcast_cache(cache, B)
     rest = hf.model(input_ids=ids[:, P:], past_key_values=cache, use_cache=True).last_hidden_state
     return torch.cat([pre.expand(B, -1, -1), rest], dim=1)
 

@@ -83,14 +83,12 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> None:
     # A prefix every prompt shares (an agent's system prompt and tool schemas) is prefilled once and
     # its KV rows broadcast; the rest of each prompt is left-padded after it, padding masked out.
     S = 0 if need_all_logits or len(prompts) < 2 else min(_common_prefix(prompts), min(len(p) for p in prompts) - 1)
-    if S < 32:
+    if S < MIN_SHARED_PREFIX:
         S = 0
     if S:
         module(input_ids=torch.tensor([prompts[0][:S]], device=device), past_key_values=cache, use_cache=True,
                logits_to_keep=1)
-        for layer in cache.layers:
-            layer.keys = layer.keys.expand(len(prompts), *layer.keys.shape[1:])
-            layer.values = layer.values.expand(len(prompts), *layer.values.shape[1:])
+        broadcast_cache(cache, len(prompts))
     L = max(len(p) for p in prompts) - S
     ids = torch.zeros((len(prompts), L), dtype=torch.long)
     mask = torch.zeros((len(prompts), S + L), dtype=torch.long)
@@ -231,6 +229,16 @@ def _pick(logits: torch.Tensor, temps, topks, topps, gens) -> tuple[torch.Tensor
     if bool(greedy.any()):
         out = torch.where(greedy, torch.argmax(logits, dim=-1), out)
     return out, logp.gather(-1, out[:, None])[:, 0]
+
+
+MIN_SHARED_PREFIX = 32  # shorter common prefixes are not worth a separate forward pass
+
+
+def broadcast_cache(cache, rows: int) -> None:
+    """Expand a one-row KV cache to ``rows`` rows (views: no copy until the cache grows)."""
+    for layer in cache.layers:
+        layer.keys = layer.keys.expand(rows, *layer.keys.shape[1:])
+        layer.values = layer.values.expand(rows, *layer.values.shape[1:])
 
 
 def _common_prefix(prompts: list[tuple[int, ...]]) -> int:
