@@ -21,9 +21,10 @@ from .runs import Endpoints
 log = logging.getLogger("cookbook")
 PREP_DIR = REPO_ROOT / "sandbox-preparation"
 # What the tiny embedded model can learn on 2 CPU cores in minutes (measured; docs/recipes.md):
-# fix-by-edit without reading (the fix is memorised per task), on 8 training tasks.
+# fix-by-edit without reading (the fix is memorised per task), on 8 training tasks, in one assistant
+# message that calls edit then submit (one turn: a second turn only ever added token slips to a run).
 QUICKSTART = {"tools": ["edit", "submit"], "system_prompt": "Fix the bug: edit the wrong line, then submit.",
-              "max_tasks": 8}
+              "max_tasks": 8, "max_turns": 1, "max_output_tokens": 72}
 
 
 def load_tasks(dataset: str, split: str | None, task_ids: list[str] | None = None) -> list[Task]:
@@ -84,13 +85,22 @@ def agent_config(preset: str | None = None) -> AgentConfig:
     cfg = dict(load_config("harbor").get("agent") or {})
     if preset == "quickstart":  # the embedded default: two tools, short schemas, short budgets (docs/recipes.md)
         cfg = {**cfg, "tools": QUICKSTART["tools"], "compact_schemas": True, "system_prompt": QUICKSTART["system_prompt"],
-               "budgets": {**(cfg.get("budgets") or {}), "max_turns": 3, "max_output_tokens": 64}}
+               "budgets": {**(cfg.get("budgets") or {}), "max_turns": QUICKSTART["max_turns"],
+                           "max_output_tokens": QUICKSTART["max_output_tokens"]}}
     return AgentConfig.from_config(cfg)
 
 
-def gold_turns_for(task: Task, tools: list[str] | None = None) -> list[str]:
+def gold_turns_for(task: Task, tools: list[str] | None = None, max_turns: int | None = None) -> list[str]:
     """The gold trajectory as tool calls: solution/edit.json (micro tasks) or the gold patch's
-    hunks as str-replace edits; read each file first (when ``tools`` has read), then submit."""
+    hunks as str-replace edits; read each file first (when ``tools`` has read), then submit.
+    One call per assistant turn, or all calls in one message when the agent has fewer turns."""
+    turns = _gold_calls(task, tools)
+    if max_turns is not None and len(turns) > max_turns:
+        return ["\n".join(turns)]
+    return turns
+
+
+def _gold_calls(task: Task, tools: list[str] | None) -> list[str]:
     read = tools is None or "read" in tools
     edit_json = task.solution_dir / "edit.json"
     if edit_json.exists():

@@ -49,9 +49,9 @@ def add_arguments(sub, common) -> None:
         p.add_argument("--minibatches", type=int, default=2, help="ppo: minibatches per epoch")
         p.add_argument("--kl-beta", type=float, default=None, help="ppo-kl: KL penalty coefficient (default 0.05)")
         p.add_argument("--gate", type=float, default=0.3, help="sft: stop once the sampled pass rate reaches this")
-        p.add_argument("--eval-every", type=int, default=None, help="sft: check the pass rate every N steps (default 10; 5 with --preset quickstart)")
-        p.add_argument("--eval-from", type=int, default=None, help="sft: first step to check the pass rate at (default 10; 30 with --preset quickstart)")
-        p.add_argument("--eval-n", type=int, default=16, help="sft: rollouts per pass-rate check")
+        p.add_argument("--eval-every", type=int, default=None, help="sft: check the pass rate every N steps (default 10; 2 with --preset quickstart)")
+        p.add_argument("--eval-from", type=int, default=None, help="sft: first step to check the pass rate at (default 10; 40 with --preset quickstart)")
+        p.add_argument("--eval-n", type=int, default=None, help="sft: rollouts per pass-rate check (default 16; 32 with --preset quickstart)")
         p.add_argument("--save-state", default=None, help="save the final training state under this name (checkpoint.json)")
         p.add_argument("--save-every", type=int, default=5, help="save a resumable checkpoint every N steps")
         p.add_argument("--init-from", default=None, help="tinker:// checkpoint to start from, 'none', or default: the latest sft of this config")
@@ -87,9 +87,11 @@ def _defaults(args) -> None:
     if args.normalize_std is None:
         args.normalize_std = quick
     if args.eval_every is None:
-        args.eval_every = 5 if quick else 10
+        args.eval_every = 2 if quick else 10
     if args.eval_from is None:
-        args.eval_from = 30 if quick else 10
+        args.eval_from = 40 if quick else 10
+    if args.eval_n is None:
+        args.eval_n = 32 if quick else 16
     if args.kl_beta is None:
         args.kl_beta = 0.05 if args.mode == "ppo-kl" else 0.0
     if args.split is None:
@@ -237,7 +239,7 @@ async def gold_datums(ctx) -> list:
     from .agent.scripted import ScriptedPolicy
     from .setup import gold_turns_for
 
-    items = [(t, ScriptedPolicy(ctx.tokenizer, gold_turns_for(t, ctx.agent_cfg.tools))) for t in ctx.tasks]
+    items = [(t, ScriptedPolicy(ctx.tokenizer, gold_turns_for(t, ctx.agent_cfg.tools, ctx.agent_cfg.budgets.max_turns))) for t in ctx.tasks]
     trajs = await ctx.rollouts.run_many(items)
     good = [t for t in trajs if t is not None and t.reward == 1.0]
     log.info("gold trajectories: %d of %d tasks reach reward 1", len(good), len(items))
@@ -252,7 +254,8 @@ async def _pass_rate(ctx, tc, n: int, temperature: float, eos: int) -> tuple[flo
     sampler = await tc.save_weights_and_get_sampling_client()
     pol = TinkerPolicy(sampler, [eos], temperature=temperature)
     tasks = [ctx.tasks[i % len(ctx.tasks)] for i in ctx.rng.sample(range(max(n, len(ctx.tasks))), n)]
-    trajs = await ctx.rollouts.run_many([(t, pol) for t in tasks])
+    # one seeded sampling stream per rollout (from the run's rng): the gate decision is reproducible
+    trajs = await ctx.rollouts.run_many([(t, pol.fork(ctx.rng.randrange(2**31))) for t in tasks])
     done = [t for t in trajs if t is not None]
     return (sum(t.reward or 0.0 for t in done) / len(done) if done else 0.0), done
 
