@@ -21,10 +21,11 @@ from .runs import Endpoints
 log = logging.getLogger("cookbook")
 PREP_DIR = REPO_ROOT / "sandbox-preparation"
 # What the tiny embedded model can learn on 2 CPU cores in minutes (measured; docs/recipes.md):
-# fix-by-edit without reading (the fix is memorised per task), on 8 training tasks, in one assistant
-# message that calls edit then submit (one turn: a second turn only ever added token slips to a run).
-QUICKSTART = {"tools": ["edit", "submit"], "system_prompt": "Fix the bug: edit the wrong line, then submit.",
-              "max_tasks": 8, "max_turns": 1, "max_output_tokens": 72}
+# fix-by-edit without reading (the fix is memorised per task), on 8 training tasks, in one turn
+# with one edit call (the verifier scores the workspace when the turn budget ends). Later turns and
+# a submit call only added tokens whose slips cannot change the reward: sampling time and noise.
+QUICKSTART = {"tools": ["edit"], "system_prompt": "Fix the bug: edit the wrong line.",
+              "max_tasks": 8, "max_turns": 1, "max_output_tokens": 56}
 
 
 def load_tasks(dataset: str, split: str | None, task_ids: list[str] | None = None) -> list[Task]:
@@ -92,9 +93,12 @@ def agent_config(preset: str | None = None) -> AgentConfig:
 
 def gold_turns_for(task: Task, tools: list[str] | None = None, max_turns: int | None = None) -> list[str]:
     """The gold trajectory as tool calls: solution/edit.json (micro tasks) or the gold patch's
-    hunks as str-replace edits; read each file first (when ``tools`` has read), then submit.
-    One call per assistant turn, or all calls in one message when the agent has fewer turns."""
+    hunks as str-replace edits; read each file first (when ``tools`` has read), then submit (when
+    it has submit). One call per assistant turn, or all calls in one message when the agent has
+    fewer turns."""
     turns = _gold_calls(task, tools)
+    if tools is not None and "submit" not in tools:
+        turns = [t for t in turns if t != tool_call_text("submit", {})]
     if max_turns is not None and len(turns) > max_turns:
         return ["\n".join(turns)]
     return turns

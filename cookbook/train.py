@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import random
 import time
 from pathlib import Path
@@ -35,6 +36,8 @@ def add_arguments(sub, common) -> None:
         p = sub.add_parser(mode, help=help_)
         common(p)
         p.add_argument("--learning-rate", type=float, default=None, help="Adam learning rate")
+        p.add_argument("--lr-schedule", default=None, choices=["constant", "linear", "cosine"],
+                       help="learning-rate schedule over --num-steps (default constant)")
         p.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 = full fine-tuning (default 16)")
         p.add_argument("--num-steps", type=int, default=None, help="optimizer steps")
         p.add_argument("--batch-size", type=int, default=None, help="sft: datums per step (default 32; 16 with --preset quickstart)")
@@ -76,8 +79,10 @@ def _defaults(args) -> None:
     quick = args.preset == "quickstart"
     if args.learning_rate is None:
         args.learning_rate = {"sft": 5e-3}.get(args.mode, 5e-4) if quick else {"sft": 1e-4}.get(args.mode, 1e-5)
+    if args.lr_schedule is None:
+        args.lr_schedule = "constant"
     if args.num_steps is None:
-        args.num_steps = {"sft": 200}.get(args.mode, 30) if quick else {"sft": 100}.get(args.mode, 20)
+        args.num_steps = {"sft": 200}.get(args.mode, 50) if quick else {"sft": 100}.get(args.mode, 20)
     if args.batch_size is None:
         args.batch_size = 16 if quick else 32
     if args.group_size is None:
@@ -96,6 +101,14 @@ def _defaults(args) -> None:
         args.kl_beta = 0.05 if args.mode == "ppo-kl" else 0.0
     if args.split is None:
         args.split = "train"
+
+
+def lr_at(args, step: int) -> float:
+    """--learning-rate under --lr-schedule: constant, or linear / cosine decay to 0 at --num-steps
+    (as tinker-cookbook's schedules; a function of the step only, so --resume continues it)."""
+    frac = min(step / max(args.num_steps, 1), 1.0)
+    factor = {"constant": 1.0, "linear": 1.0 - frac, "cosine": 0.5 * (1.0 + math.cos(math.pi * frac))}[args.lr_schedule]
+    return args.learning_rate * factor
 
 
 def _adam(lr: float):
@@ -265,7 +278,7 @@ async def sft_step(args, ctx, tc, step, run_dir, shared) -> dict:
     batch = ctx.rng.sample(data, min(args.batch_size, len(data)))
     t0 = time.time()
     f = tc.forward_backward(batch, "cross_entropy")
-    o = tc.optim_step(_adam(args.learning_rate))
+    o = tc.optim_step(_adam(lr_at(args, step)))
     fb, opt = await f, await o
     ntok = sum(float(d.loss_fn_inputs["weights"].to_numpy().sum()) for d in batch)
     rec: dict[str, Any] = {"loss_per_token": fb.metrics["loss:sum"] / max(ntok, 1), "n_datums": len(batch),
@@ -348,17 +361,18 @@ async def rl_step(args, ctx, tc, step, run_dir, shared) -> dict:
     rec["verifier_cache_hits"] = ctx.rollouts.cache_hits
     rec["train_transitions"] = len(datums)
     rec["train_tokens"] = int(sum(d.model_input.length for d in datums))
+    rec["learning_rate"] = lr_at(args, step)
     t2 = time.time()
     if datums:
         if args.mode == "grpo":
             loss = args.loss or "importance_sampling"
             f = tc.forward_backward(datums, loss)
-            o = tc.optim_step(_adam(args.learning_rate))
+            o = tc.optim_step(_adam(lr_at(args, step)))
             fb, opt = await f, await o
             rec["fwdbwd_metrics"] = fb.metrics
             rec["optim_metrics"] = opt.metrics or {}
         else:
-            rec.update(await _ppo_update(args, tc, datums, shared, ctx.rng))
+            rec.update(await _ppo_update(args, tc, datums, shared, ctx.rng, lr_at(args, step)))
     timings["train_s"] = time.time() - t2
     timings["sandbox_s"] = sum(t.timings.get("sandbox_s", 0) for t in trajs)
     timings["sampling_s"] = sum(t.timings.get("sample_s", 0) for t in trajs)
@@ -371,7 +385,7 @@ async def rl_step(args, ctx, tc, step, run_dir, shared) -> dict:
     return rec
 
 
-async def _ppo_update(args, tc, datums, shared, rng: random.Random) -> dict:
+async def _ppo_update(args, tc, datums, shared, rng: random.Random, lr: float) -> dict:
     """Clipped PPO over several minibatch epochs; with --kl-beta > 0 a k3 KL penalty against the
     frozen reference (the base model's logprobs from compute_logprobs), via forward_backward_custom."""
     import torch
@@ -423,7 +437,7 @@ async def _ppo_update(args, tc, datums, shared, rng: random.Random) -> dict:
                 return total / max(ntok, 1), {"ppo_tokens:sum": float(ntok)}
 
             f = tc.forward_backward_custom(batch, loss_fn)
-            o = tc.optim_step(_adam(args.learning_rate))
+            o = tc.optim_step(_adam(lr))
             fb, _ = await f, await o
             fb_metrics = fb.metrics
     return {"fwdbwd_metrics": fb_metrics, "optim_metrics": {}, "kl_per_token": float(np.mean(kls)) if kls else 0.0,

@@ -556,7 +556,7 @@ def token_logprobs(module: torch.nn.Module, inputs: list[np.ndarray], targets: l
         act = torch.zeros((len(inputs), T), dtype=torch.bool)
         for i, a in enumerate(active):
             act[i, : len(a)] = torch.as_tensor(np.asarray(a, dtype=bool))
-        lp = _active_logprobs(module, ids, tgt, act.to(device))
+        lp = _active_logprobs(module, ids, tgt, act.to(device), lens)
     elif device.type == "cuda":  # lm_head + log-softmax per token chunk: memory bounded whatever the vocab
         from .gpu.logprobs import fused_token_logprobs
 
@@ -577,19 +577,23 @@ def _gather_logprobs(logits: torch.Tensor, tgt: torch.Tensor, chunk: int = 1024)
 
 
 def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tensor, act: torch.Tensor,
-                     chunk_tokens: int = 2048) -> torch.Tensor:
+                     lens: list[int], chunk_tokens: int = 2048) -> torch.Tensor:
     """Logprobs of every position, with gradient only where ``act`` is set.
 
     Positions whose loss has zero gradient (prompt/observation tokens: weight 0 or advantage 0)
     need their logprob as an output but not its backward. The unembedding + log-softmax over
     the vocabulary dominates small models (and the memory of large-vocabulary ones), so it runs
-    without autograd for all positions and with autograd only for the active ones. Values are
-    the same computation either way."""
+    without autograd, once per distinct position: a prefix that every row shares (same tokens and
+    targets: the agent's system prompt and tool schemas) once for the batch, padding never; and
+    with autograd only for the active positions. Values are the same computation either way."""
     hf = module.get_base_model() if hasattr(module, "get_base_model") else module
-    hidden = _hidden_states(hf, ids)
+    hidden, shared = _hidden_states(hf, ids)
     B, T, H = hidden.shape
     h, t, a = hidden.reshape(B * T, H), tgt.reshape(B * T), act.reshape(B * T)
     head = hf.lm_head
+    if shared:  # the rows' hidden states agree on [0, shared); their targets may part earlier
+        same_t = (tgt[:, :shared] == tgt[:1, :shared]).all(dim=0)
+        shared = int(same_t.long().cumprod(0).sum())
 
     def chunk(hs: torch.Tensor, ts: torch.Tensor) -> torch.Tensor:
         lg = head(hs).float()
@@ -598,11 +602,21 @@ def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tens
     with torch.no_grad():
         w, bias = _merged_linear(head)  # LoRA folded into one matrix: one matmul, no [N, V] adds
 
-        def nograd_chunk(hs: torch.Tensor, ts: torch.Tensor) -> torch.Tensor:
-            lg = torch.nn.functional.linear(hs, w, bias).float()
-            return lg.gather(-1, ts[:, None])[:, 0] - torch.logsumexp(lg, dim=-1)
+        def nograd(idx: torch.Tensor) -> torch.Tensor:
+            out = []
+            for s in range(0, len(idx), chunk_tokens):
+                i = idx[s: s + chunk_tokens]
+                lg = torch.nn.functional.linear(h.index_select(0, i), w, bias).float()
+                out.append(lg.gather(-1, t.index_select(0, i)[:, None])[:, 0] - torch.logsumexp(lg, dim=-1))
+            return torch.cat(out) if out else h.new_zeros(0, dtype=torch.float32)
 
-        lp = torch.cat([nograd_chunk(h[s: s + chunk_tokens], t[s: s + chunk_tokens]) for s in range(0, B * T, chunk_tokens)])
+        pos = torch.arange(T, device=ids.device)
+        own = (pos[None, :] >= shared) & (pos[None, :] < torch.as_tensor(lens, device=ids.device)[:, None])
+        lp = torch.zeros(B, T, dtype=torch.float32, device=ids.device)
+        lp[:, :shared] = nograd(pos[:shared])  # row 0's positions stand for every row's
+        lp = lp.reshape(B * T)
+        own_idx = own.reshape(-1).nonzero()[:, 0]
+        lp = lp.index_put((own_idx,), nograd(own_idx))
     idx = a.nonzero()[:, 0]
     if idx.numel():
         ha, ta = h.index_select(0, idx), t.index_select(0, idx)
@@ -617,11 +631,11 @@ def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tens
     return lp.view(B, T)
 
 
-def _hidden_states(hf: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
-    """Final hidden states [B, T, H]. When every row starts with the same tokens (agent
-    prompts share the system prompt and tool schemas), the shared prefix runs once and its
-    key/value cache is broadcast to all rows; autograd sums the rows' gradients through the
-    broadcast, so values and gradients equal the plain batched pass."""
+def _hidden_states(hf: torch.nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Final hidden states [B, T, H] and the length of the prefix all rows share. When every row
+    starts with the same tokens (agent prompts share the system prompt and tool schemas), that
+    prefix runs once and its key/value cache is broadcast to all rows; autograd sums the rows'
+    gradients through the broadcast, so values and gradients equal the plain batched pass."""
     B, T = ids.shape
     P = 0
     if B > 1 and not (hf.training and getattr(hf, "is_gradient_checkpointing", False)):
@@ -629,14 +643,14 @@ def _hidden_states(hf: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
         P = int(same.long().cumprod(0).sum())
         P = min(P, T - 1)
     if P < sampler.MIN_SHARED_PREFIX:
-        return hf.model(input_ids=ids, use_cache=False).last_hidden_state
+        return hf.model(input_ids=ids, use_cache=False).last_hidden_state, 0
     from transformers import DynamicCache
 
     cache = DynamicCache()
     pre = hf.model(input_ids=ids[:1, :P], past_key_values=cache, use_cache=True).last_hidden_state
     sampler.broadcast_cache(cache, B)
     rest = hf.model(input_ids=ids[:, P:], past_key_values=cache, use_cache=True).last_hidden_state
-    return torch.cat([pre.expand(B, -1, -1), rest], dim=1)
+    return torch.cat([pre.expand(B, -1, -1), rest], dim=1), P
 
 
 def _merged_linear(layer: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:

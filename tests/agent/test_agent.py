@@ -131,3 +131,35 @@ def test_budgets_max_turns_and_context_overflow(tasks, tokenizer, tmp_path):
                                    Budgets(max_turns=6, keep_last_observations=2)))
     assert len(traj.segments) > 1 and traj.segment_breaks == len(traj.segments) - 1
     assert "[older observation elided]" in json.dumps(traj.messages)
+
+
+def test_quickstart_gold_is_one_turn_in_the_presets_tool_schema(tasks, tokenizer, tmp_path):
+    """The embedded default's agent (cookbook/setup.py QUICKSTART: one turn, the edit tool) solves
+    every quickstart task with its gold trajectory; with submit and one turn, both calls share a message."""
+    from cookbook.setup import QUICKSTART, agent_config, gold_turns_for, load_tasks
+
+    cfg = agent_config("quickstart")
+    assert cfg.tools == QUICKSTART["tools"] and cfg.budgets.max_turns == 1
+    t = tasks[0]
+    both = gold_turns_for(t, ["edit", "submit"], max_turns=1)
+    assert len(both) == 1 and both[0].count("<tool_call>") == 2 and '"submit"' in both[0]
+    assert gold_turns_for(t, ["edit", "submit"]) == gold_turns(_edit(t), read=False)
+
+    async def one(task):
+        turns = gold_turns_for(task, cfg.tools, cfg.budgets.max_turns)
+        agent = SWEAgent(ScriptedPolicy(tokenizer, turns), tokenizer, cfg.budgets, tools=cfg.tools,
+                         system_prompt=cfg.system_prompt, compact_schemas=cfg.compact_schemas)
+        base = tmp_path / f"qs-{task.name.replace('/', '_')}"
+        build_base(task, base)
+        sb = await HostSandbox.create(base_dir=base)
+        try:
+            traj = await agent.run(task.instruction, sb, task_id=task.name)
+            return traj, (await verify(sb, task)).reward
+        finally:
+            await sb.close()
+
+    for task in load_tasks("micro", "train")[: QUICKSTART["max_tasks"]]:  # the quickstart's tasks (cookbook/train.py)
+        traj, reward = asyncio.run(one(task))
+        assert len(traj.turns) == 1 and [c["name"] for c in traj.turns[0].tool_calls] == ["edit"], traj.to_text()
+        assert len(traj.turns[0].sampled_tokens) <= QUICKSTART["max_output_tokens"]
+        assert reward == 1.0, (task.name, traj.to_text())

@@ -1,0 +1,66 @@
+"""Run with the runtime venv (needs peft): the trainer's fast logprob path (shared prefix once,
+padding skipped, unembedding without autograd except at active positions) against the plain
+batched forward, values and LoRA gradients. Prints OK. Used by test_active_logprobs.py."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM
+
+from services.backend import runtime as R
+
+
+def batch(prefix: int, rows: int, rng: np.random.Generator):
+    head = rng.integers(0, 8000, size=prefix)
+    inputs, targets, active = [], [], []
+    for b in range(rows):
+        seq = np.concatenate([head, rng.integers(0, 8000, size=10 + 7 * b)])  # rows of different lengths: padding
+        inputs.append(seq[:-1])
+        targets.append(seq[1:].copy())
+        a = np.zeros(len(seq) - 1, bool)
+        a[-(5 + b):] = True  # a few active (sampled) tokens per row
+        active.append(a)
+    if prefix:
+        targets[1][prefix - 1] = 7  # a target that parts at the last shared position
+    return inputs, targets, active
+
+
+def grads(m, lps, active) -> dict[str, torch.Tensor]:
+    m.zero_grad()
+    loss = sum((lp * torch.as_tensor(a, dtype=torch.float32)).sum() for lp, a in zip(lps, active))
+    loss.backward()
+    return {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
+
+
+def main(model_dir: str) -> None:
+    torch.manual_seed(0)
+    m = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    m = get_peft_model(m, LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj", "lm_head"], init_lora_weights=False))
+    rng = np.random.default_rng(0)
+    for prefix in (0, 40):  # no shared prefix; a 40-token one (>= sampler.MIN_SHARED_PREFIX)
+        inputs, targets, active = batch(prefix, 5, rng)
+        fast = R.token_logprobs(m, inputs, targets, torch.device("cpu"), active)   # the active path
+        g_fast = grads(m, fast, active)
+        lens = [len(x) for x in inputs]
+        ids = torch.zeros(len(inputs), max(lens), dtype=torch.long)
+        tgt = torch.zeros_like(ids)
+        for i, (x, y) in enumerate(zip(inputs, targets)):
+            ids[i, : len(x)], tgt[i, : len(y)] = torch.as_tensor(x), torch.as_tensor(y)
+        ref_all = R._gather_logprobs(m(input_ids=ids, use_cache=False).logits, tgt)
+        ref = [ref_all[i, :n] for i, n in enumerate(lens)]
+        g_ref = grads(m, ref, active)
+        dv = max((f - r).abs().max().item() for f, r in zip(fast, ref))
+        dg = max((g_fast[k] - g_ref[k]).abs().max().item() / (g_ref[k].abs().max().item() + 1e-12) for k in g_ref)
+        assert g_fast.keys() == g_ref.keys() and len(g_ref) > 0
+        assert dv < 1e-4, f"prefix {prefix}: logprobs differ by {dv}"
+        assert dg < 1e-3, f"prefix {prefix}: gradients differ by {dg} (relative)"
+        print(f"prefix {prefix}: max |dlogprob| {dv:.2e}, max relative |dgrad| {dg:.2e}")
+    print("OK")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
