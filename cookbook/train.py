@@ -37,7 +37,7 @@ def add_arguments(sub, common) -> None:
         common(p)
         p.add_argument("--learning-rate", type=float, default=None, help="Adam learning rate")
         p.add_argument("--lr-schedule", default=None, choices=["constant", "linear", "cosine"],
-                       help="learning-rate schedule over --num-steps (default constant)")
+                       help="learning-rate schedule over --num-steps (default constant; linear for RL with --preset quickstart)")
         p.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 = full fine-tuning (default 16)")
         p.add_argument("--num-steps", type=int, default=None, help="optimizer steps")
         p.add_argument("--batch-size", type=int, default=None, help="sft: datums per step (default 32; 16 with --preset quickstart)")
@@ -78,11 +78,11 @@ def latest_sft_path(key: str) -> Path:
 def _defaults(args) -> None:
     quick = args.preset == "quickstart"
     if args.learning_rate is None:
-        args.learning_rate = {"sft": 5e-3}.get(args.mode, 5e-4) if quick else {"sft": 1e-4}.get(args.mode, 1e-5)
-    if args.lr_schedule is None:
-        args.lr_schedule = "constant"
+        args.learning_rate = {"sft": 5e-3}.get(args.mode, 1e-3) if quick else {"sft": 1e-4}.get(args.mode, 1e-5)
+    if args.lr_schedule is None:  # quickstart RL: a high start, then decay (a steadier end; docs/recipes.md)
+        args.lr_schedule = "linear" if quick and args.mode != "sft" else "constant"
     if args.num_steps is None:
-        args.num_steps = {"sft": 200}.get(args.mode, 50) if quick else {"sft": 100}.get(args.mode, 20)
+        args.num_steps = {"sft": 200}.get(args.mode, 60) if quick else {"sft": 100}.get(args.mode, 20)
     if args.batch_size is None:
         args.batch_size = 16 if quick else 32
     if args.group_size is None:

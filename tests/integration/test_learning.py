@@ -2,11 +2,11 @@
 quickstart, seed 0) raises the mean training reward.
 
 This is the slow test of the suite (~9 minutes on 2 cores): the whole recipe runs for real (tiny
-model, local sandboxes, the real verifier). Runs are reproducible on one machine and thread count
+model, local sandboxes, the real verifier; 60 GRPO steps). Runs are reproducible on one machine and thread count
 but not bit-identical across CPU types, so it asserts a margin inside what bench/bench_learning.py
 measures for seeds 0, 1 and 2 (docs/recipes.md), not exact values. A sign, advantage or
 logprob-alignment bug makes the reward flat or falling instead, so this test fails on them.
-(Issue 6 asks for +0.3; the recipe reaches +0.08 to +0.26 depending on the seed, docs/recipes.md.)
+(bench_learning measures +0.3 or more for each of seeds 0, 1, 2; the test asserts half of that.)
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from helpers import read_json, run_sh
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing (bash setup.sh system)")
-MARGIN = 0.1  # last-5 minus first-5 mean reward; bench_learning measures +0.26 for seed 0
+MARGIN = 0.15  # last-5 minus first-5 mean reward; bench_learning measures +0.37 for seed 0
 
 
 def test_quickstart_sft_then_grpo_raises_mean_reward(running):

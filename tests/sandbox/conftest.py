@@ -121,7 +121,9 @@ def sandbox_processes() -> list[str]:
 
 def leftovers(admin: Admin) -> dict[str, list[str]]:
     """Everything a sandbox of this admin could leave behind."""
-    parent = f"lts-sandbox-{admin.worker_name}"
+    from services.sandbox.local.backend import cgroup_parent
+
+    parent = cgroup_parent(admin.state_dir, admin.worker_name)
     cg = []
     for ctl in ("memory", "pids", "cpu", "unified"):
         d = Path("/sys/fs/cgroup") / ctl / parent

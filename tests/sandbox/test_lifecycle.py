@@ -153,3 +153,33 @@ def test_separate_worker_process(tmp_state, base_repo):
         assert admin.stop() == 0
         assert worker.stop() == 0
     assert not any(wait_no_leftovers(worker).values())
+
+
+def test_two_managers_on_one_host_leave_each_other_alone(state_root, base_repo):
+    """Two sandbox managers with the same worker name but their own state dirs (two experiments,
+    or a test beside a run): starting or stopping the second never touches the first's sandboxes
+    (they once shared one cgroup parent, and the second reaped the first's as leftovers)."""
+    dirs = [state_root / "two-a", state_root / "two-b"]
+    for d in dirs:
+        d.mkdir()
+    first = start_admin(dirs[0], "local")
+    second = None
+    try:
+        async def go():
+            nonlocal second
+            async with SandboxManagerClient(first.url, first.key) as mgr:
+                sb = await mgr.create(base_dir=base_repo)
+                assert (await sb.run("echo before")).output.strip() == "before"
+                second = start_admin(dirs[1], "local")
+                assert second.stop() == 0
+                r = await sb.run("echo after")
+                assert r.exit_code == 0 and r.output.strip() == "after", r
+                await sb.close()
+
+        run(go())
+        assert leftovers(first)["cgroups"] == []
+    finally:
+        if second is not None and second.proc.poll() is None:
+            second.proc.kill()
+        assert first.stop() == 0
+    assert not any(wait_no_leftovers(first).values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import logging
 import os
 import resource
@@ -71,6 +72,14 @@ class LocalSandbox:
         return f"{kind}-{self.counter}"
 
 
+def cgroup_parent(state_dir: Path, worker_name: str) -> str:
+    """The cgroup holding this worker's sandboxes: one per worker name *and* state dir, so two
+    sandbox managers on one host (two experiments, a test beside a run) never reap each other's
+    sandboxes as "leftovers", while a restarted worker still finds what its dead predecessor left."""
+    tag = hashlib.sha256(os.path.realpath(state_dir).encode()).hexdigest()[:10]
+    return f"lts-sandbox-{worker_name}-{tag}"
+
+
 class LocalBackend(Backend):
     name = "local"
     supports_binds = True
@@ -85,7 +94,7 @@ class LocalBackend(Backend):
         self.is_root = os.geteuid() == 0
         self.real_root = self.is_root and not _in_user_namespace()
         self.uid, self.gid = (sandbox_uid, sandbox_gid) if self.real_root else (0, 0)
-        self.cgroup_parent = f"lts-sandbox-{worker_name}"
+        self.cgroup_parent = cgroup_parent(state_dir, worker_name)
         self.use_cgroups = use_cgroups and self.real_root
         self.runtime_paths = runtime_paths if runtime_paths is not None else default_runtime_paths()
         if venv_bin is None and sys.prefix != sys.base_prefix:
