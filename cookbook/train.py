@@ -52,6 +52,9 @@ def add_arguments(sub, common) -> None:
         p.add_argument("--minibatches", type=int, default=2, help="ppo: minibatches per epoch")
         p.add_argument("--kl-beta", type=float, default=None, help="ppo-kl: KL penalty coefficient (default 0.05)")
         p.add_argument("--gate", type=float, default=0.3, help="sft: stop once the sampled pass rate reaches this")
+        p.add_argument("--gate-coverage", type=float, default=0.0,
+                       help="sft: and once this fraction of the evaluated tasks was solved at least once (RL gets no "
+                            "gradient from a task it never solves; default 0)")
         p.add_argument("--eval-every", type=int, default=None, help="sft: check the pass rate every N steps (default 10; 2 with --preset quickstart)")
         p.add_argument("--eval-from", type=int, default=None, help="sft: first step to check the pass rate at (default 10; 40 with --preset quickstart)")
         p.add_argument("--eval-n", type=int, default=None, help="sft: rollouts per pass-rate check (default 16; 32 with --preset quickstart)")
@@ -217,7 +220,8 @@ async def _run(args, run_dir: Path) -> int:
             state.save()
             write_reports(run_dir, result, name)
             if stop:
-                log.info("sft gate reached (pass rate %.2f >= %.2f) at step %d", rec["pass_rate"], args.gate, step)
+                log.info("sft gate reached (pass rate %.2f >= %.2f, tasks solved %.2f >= %.2f) at step %d", rec["pass_rate"],
+                         args.gate, rec["task_coverage"], args.gate_coverage, step)
                 break
     finally:
         bar.close()
@@ -286,7 +290,12 @@ async def sft_step(args, ctx, tc, step, run_dir, shared) -> dict:
     if args.eval_every and (step + 1) % args.eval_every == 0 and step + 1 >= args.eval_from:
         te = time.time()
         rate, trajs = await _pass_rate(ctx, tc, args.eval_n, 1.0, shared["eos"])
-        rec.update(pass_rate=rate, eval_s=time.time() - te, mean_reward=rate, gate_reached=rate >= args.gate)
+        solved: dict[str, bool] = {}
+        for tr in trajs:
+            solved[tr.task_id] = solved.get(tr.task_id, False) or (tr.reward or 0.0) > 0
+        coverage = sum(solved.values()) / max(len(solved), 1)
+        rec.update(pass_rate=rate, eval_s=time.time() - te, mean_reward=rate, task_coverage=coverage,
+                   gate_reached=rate >= args.gate and coverage >= args.gate_coverage)
         d = run_dir / f"step_{step:03d}"
         from .rollout import save_rollout
 

@@ -25,6 +25,7 @@ def test_sft_then_grpo_ppo_ppokl_write_documented_results(running):
     res = _json(sft / "results" / "sft" / "result.json")
     assert [s["step"] for s in res["steps"]] == [0, 1] and res["final_checkpoint"].startswith("tinker://")
     assert "loss_per_token" in res["steps"][0] and "pass_rate" in res["steps"][1]
+    assert 0.0 <= res["steps"][1]["task_coverage"] <= 1.0  # share of the checked tasks solved at least once
     assert _json(sft / "exit-status.json")["exit_code"] == 0
 
     grpo = _run(env, "grpo", "--preset", "quickstart", *TASKS, "--num-steps", "2", "--group-size", "2",
