@@ -97,18 +97,16 @@ def gold_turns_for(task: Task, tools: list[str] | None = None, max_turns: int | 
     it has submit). One call per assistant turn, or all calls in one message when the agent has
     fewer turns."""
     turns = _gold_calls(task, tools)
-    if tools is not None and "submit" not in tools:
-        turns = [t for t in turns if t != tool_call_text("submit", {})]
     if max_turns is not None and len(turns) > max_turns:
         return ["\n".join(turns)]
     return turns
 
 
 def _gold_calls(task: Task, tools: list[str] | None) -> list[str]:
-    read = tools is None or "read" in tools
+    read, submit = (tools is None or name in tools for name in ("read", "submit"))
     edit_json = task.solution_dir / "edit.json"
     if edit_json.exists():
-        return gold_turns(json.loads(edit_json.read_text()), read=read)
+        return gold_turns(json.loads(edit_json.read_text()), read=read, submit=submit)
     patch = next((p for p in (task.solution_dir / "patch.diff", task.solution_dir / "gold.patch") if p.exists()), None)
     if patch is None:
         raise ValueError(f"{task.name}: no solution/edit.json or patch to build a gold trajectory from")
@@ -117,7 +115,7 @@ def _gold_calls(task: Task, tools: list[str] | None) -> list[str]:
         if read and tool_call_text("read", {"path": path}) not in turns:
             turns.append(tool_call_text("read", {"path": path}))
         turns.append(tool_call_text("edit", {"path": path, "old_str": old, "new_str": new}))
-    return turns + [tool_call_text("submit", {})]
+    return turns + ([tool_call_text("submit", {})] if submit else [])
 
 
 def _hunks(diff: str) -> list[tuple[str, str, str]]:

@@ -370,18 +370,18 @@ async def rl_step(args, ctx, tc, step, run_dir, shared) -> dict:
     rec["verifier_cache_hits"] = ctx.rollouts.cache_hits
     rec["train_transitions"] = len(datums)
     rec["train_tokens"] = int(sum(d.model_input.length for d in datums))
-    rec["learning_rate"] = lr_at(args, step)
+    rec["learning_rate"] = lr = lr_at(args, step)
     t2 = time.time()
     if datums:
         if args.mode == "grpo":
             loss = args.loss or "importance_sampling"
             f = tc.forward_backward(datums, loss)
-            o = tc.optim_step(_adam(lr_at(args, step)))
+            o = tc.optim_step(_adam(lr))
             fb, opt = await f, await o
             rec["fwdbwd_metrics"] = fb.metrics
             rec["optim_metrics"] = opt.metrics or {}
         else:
-            rec.update(await _ppo_update(args, tc, datums, shared, ctx.rng, lr_at(args, step)))
+            rec.update(await _ppo_update(args, tc, datums, shared, ctx.rng, lr))
     timings["train_s"] = time.time() - t2
     timings["sandbox_s"] = sum(t.timings.get("sandbox_s", 0) for t in trajs)
     timings["sampling_s"] = sum(t.timings.get("sample_s", 0) for t in trajs)

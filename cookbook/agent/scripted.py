@@ -12,12 +12,12 @@ def tool_call_text(name: str, arguments: dict[str, Any]) -> str:
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
 
 
-def gold_turns(edit: dict[str, Any], read: bool = True) -> list[str]:
-    """The gold trajectory of a micro task (solution/edit.json): read (when the agent has that
-    tool), edit the line, submit."""
+def gold_turns(edit: dict[str, Any], read: bool = True, submit: bool = True) -> list[str]:
+    """The gold trajectory of a micro task (solution/edit.json): read, edit the line, submit (read
+    and submit when the agent has those tools)."""
     return ([tool_call_text("read", {"path": edit["path"]})] if read else []) + [
-        tool_call_text("edit", {"path": edit["path"], "line": edit["line"], "new": edit["new"]}),
-        tool_call_text("submit", {})]
+        tool_call_text("edit", {"path": edit["path"], "line": edit["line"], "new": edit["new"]})] + (
+        [tool_call_text("submit", {})] if submit else [])
 
 
 class ScriptedPolicy:
