@@ -49,12 +49,14 @@ def main() -> int:
         k = min(5, len(curve))
         gain = sum(curve[-k:]) / k - sum(curve[:k]) / k
         gate = [(s["step"], s["pass_rate"]) for s in sres["steps"] if "pass_rate" in s]
+        timing = step_timings(res["steps"])
         total = t2 - t0
         out["seeds"][seed] = {"curve": curve, "gain_last5_minus_first5": gain, "sft_s": t1 - t0, "grpo_s": t2 - t1,
                               "total_s": total, "sft_steps": len(sres["steps"]), "sft_pass_rates": gate,
-                              "sft_run": str(sft), "grpo_run": str(grpo)}
+                              "median_step_timings_s": timing, "sft_run": str(sft), "grpo_run": str(grpo)}
         print(f"seed {seed}: gain {gain:+.3f} (first 5 {sum(curve[:k]) / k:.2f} -> last 5 {sum(curve[-k:]) / k:.2f})  "
               f"sft {t1 - t0:.0f}s ({len(sres['steps'])} steps)  grpo {t2 - t1:.0f}s  total {total / 60:.1f} min\n"
+              f"  median grpo step {timing['step_s']:.1f}s (rollouts {timing['rollout_s']:.1f}s, training {timing['train_s']:.1f}s)\n"
               f"  curve " + " ".join(f"{c:.2f}" for c in curve), flush=True)
     d = ROOT / "bench" / "results"
     d.mkdir(parents=True, exist_ok=True)
@@ -63,6 +65,14 @@ def main() -> int:
     plot(out, stem.with_suffix(".png"))
     print(f"wrote {stem}.json and {stem}.png")
     return 0
+
+
+def step_timings(steps: list[dict]) -> dict[str, float]:
+    """Median seconds per GRPO step: the whole step, its rollouts and its training."""
+    import statistics
+
+    return {"step_s": statistics.median(s["time_s"] for s in steps),
+            **{k: statistics.median(s["timings"][k] for s in steps) for k in ("rollout_s", "train_s")}}
 
 
 def plot(out: dict, path: Path) -> None:
