@@ -51,11 +51,12 @@ def main() -> int:
         gate = [(s["step"], s["pass_rate"]) for s in sres["steps"] if "pass_rate" in s]
         timing = step_timings(res["steps"])
         total = t2 - t0
-        out["seeds"][seed] = {"curve": curve, "gain_last5_minus_first5": gain, "sft_s": t1 - t0, "grpo_s": t2 - t1,
+        gold_p = sres.get("gold_p_final", {})
+        out["seeds"][seed] = {"curve": curve, "sft_gold_p_final": gold_p, "gain_last5_minus_first5": gain, "sft_s": t1 - t0, "grpo_s": t2 - t1,
                               "total_s": total, "sft_steps": len(sres["steps"]), "sft_pass_rates": gate,
                               "median_step_timings_s": timing, "sft_run": str(sft), "grpo_run": str(grpo)}
         print(f"seed {seed}: gain {gain:+.3f} (first 5 {sum(curve[:k]) / k:.2f} -> last 5 {sum(curve[-k:]) / k:.2f})  "
-              f"sft {t1 - t0:.0f}s ({len(sres['steps'])} steps)  grpo {t2 - t1:.0f}s  total {total / 60:.1f} min\n"
+              f"sft {t1 - t0:.0f}s ({len(sres['steps'])} steps, lowest gold chance {min(gold_p.values(), default=float('nan')):.2f})  grpo {t2 - t1:.0f}s  total {total / 60:.1f} min\n"
               f"  median grpo step {timing['step_s']:.1f}s (rollouts {timing['rollout_s']:.1f}s, training {timing['train_s']:.1f}s)\n"
               f"  curve " + " ".join(f"{c:.2f}" for c in curve), flush=True)
     d = ROOT / "bench" / "results"

@@ -10,6 +10,7 @@ infra (no result after retries), agent (the agent loop ended in error/timeout), 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -60,6 +61,34 @@ class Failures:
         return dict(self.__dict__)
 
 
+# Tools that never change /workspace except through ``Sandbox.write_file`` (edit): with only these, the
+# files an agent wrote determine its final workspace (run_test's pytest and bash could write anything).
+WRITE_ONLY_TOOLS = frozenset({"edit", "read", "search", "find_file", "list_dir", "submit"})
+
+
+class _WriteLog:
+    """A rollout's sandbox, recording every file write in order (path, content digest): the base plus
+    these writes replayed is the final workspace (in order: two paths may be one file through a
+    symlink). ``dirty``: a write failed part-way, the file's content is unknown."""
+
+    def __init__(self, sb: Sandbox):
+        self._sb = sb
+        self.writes: list[tuple[str, str]] = []
+        self.dirty = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sb, name)
+
+    async def write_file(self, path: str, content: str | bytes, *a: Any, **kw: Any) -> None:
+        try:
+            await self._sb.write_file(path, content, *a, **kw)
+        except BaseException:
+            self.dirty = True
+            raise
+        data = content.encode() if isinstance(content, str) else content
+        self.writes.append((path, hashlib.sha256(data).hexdigest()))
+
+
 class Rollouts:
     def __init__(self, factory: SandboxFactory, bases: dict[str, Path], tokenizer, agent_cfg: AgentConfig,
                  concurrency: int = 16, max_retries: int = 2, verifier_timeout: float | None = None,
@@ -79,14 +108,24 @@ class Rollouts:
         self._task_hashes: dict[str, str] = {}
         self._inflight: dict[str, asyncio.Future] = {}
 
+    def _logged(self, sb: Sandbox) -> Sandbox:
+        """With the reward cache and write-only tools, record the rollout's writes (its cache key)."""
+        if self.reward_cache is not None and self.cfg.tools is not None and set(self.cfg.tools) <= WRITE_ONLY_TOOLS:
+            return _WriteLog(sb)
+        return sb
+
     async def _workspace_key(self, sb: Sandbox, task: Task) -> str | None:
+        th = self._task_hashes.get(task.name) or self._task_hashes.setdefault(task.name, task.content_hash())
+        if isinstance(sb, _WriteLog) and not sb.dirty:
+            # write-only tools: the base plus the writes is the final workspace; keyed without running
+            # anything in the sandbox (the git diff below is one more sandbox process per rollout)
+            return f"{th}:writes:" + hashlib.sha256(json.dumps(sb.writes).encode()).hexdigest()
         # a throw-away index (the workspace's own index is left alone) holding every file, then its diff
         r = await sb.run('set -o pipefail; idx=$(mktemp -u) && GIT_INDEX_FILE=$idx git add -A && '
                          'GIT_INDEX_FILE=$idx git diff --cached --binary HEAD | sha256sum; rc=$?; rm -f "$idx"; exit $rc',
                          timeout=60, cwd="/workspace")
         if r.exit_code != 0 or r.timed_out or len(r.output.split()[0] if r.output.split() else "") != 64:
             return None  # no usable key: verify for real
-        th = self._task_hashes.get(task.name) or self._task_hashes.setdefault(task.name, task.content_hash())
         return f"{th}:{r.output.split()[0]}"
 
     async def _verify(self, sb: Sandbox, task: Task) -> tuple[Any, bool]:
@@ -134,6 +173,7 @@ class Rollouts:
                 sb = None
                 try:
                     sb = await self.factory(self.bases[task.name])
+                    sb = self._logged(sb)
                     ts = time.time()
                     traj = await self.agent(policy).run(task.instruction, sb, task_id=task.name)
                     traj.timings["sandbox_s"] = ts - t0

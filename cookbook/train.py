@@ -55,6 +55,12 @@ def add_arguments(sub, common) -> None:
         p.add_argument("--gate-coverage", type=float, default=0.0,
                        help="sft: and once this fraction of the evaluated tasks was solved at least once (RL gets no "
                             "gradient from a task it never solves; default 0)")
+        p.add_argument("--gate-min-gold-p", type=float, default=None, metavar="P",
+                       help="sft: and once every task's gold trajectory has at least this chance to be sampled at T=1 "
+                            "(exp(-its NLL), one forward pass; default 0.15 with --preset quickstart, else 0)")
+        p.add_argument("--balance-tasks", type=float, default=None, metavar="POWER",
+                       help="sft: weight each gold datum's loss by (its NLL / the batch mean) ** POWER, so hard tasks "
+                            "catch up with easy ones (0 = plain SFT; default 1 with --preset quickstart, else 0)")
         p.add_argument("--eval-every", type=int, default=None, help="sft: check the pass rate every N steps (default 10; 2 with --preset quickstart)")
         p.add_argument("--eval-from", type=int, default=None, help="sft: first step to check the pass rate at (default 10; 40 with --preset quickstart)")
         p.add_argument("--eval-n", type=int, default=None, help="sft: rollouts per pass-rate check (default 16; 32 with --preset quickstart)")
@@ -94,6 +100,10 @@ def _defaults(args) -> None:
         args.groups_per_step = 8 if quick else 4
     if args.normalize_std is None:
         args.normalize_std = quick
+    if args.gate_min_gold_p is None:
+        args.gate_min_gold_p = 0.15 if quick else 0.0
+    if args.balance_tasks is None:
+        args.balance_tasks = 1.0 if quick else 0.0
     if args.eval_every is None:
         args.eval_every = 2 if quick else 10
     if args.eval_from is None:
@@ -190,7 +200,7 @@ async def _run(args, run_dir: Path) -> int:
     recipe = {"sft": sft_step, "grpo": rl_step, "ppo": rl_step, "ppo-kl": rl_step}[args.mode]
     shared: dict[str, Any] = {"eos": eos, **state.data.get("shared", {})}
     if args.mode == "sft":
-        shared["gold"] = await gold_datums(ctx)
+        shared["gold"], shared["gold_tasks"] = await gold_datums(ctx)
     if args.mode == "ppo-kl":
         shared["reference"] = await sc.create_sampling_client(base_model=ep.model)
     from tqdm import tqdm
@@ -210,7 +220,7 @@ async def _run(args, run_dir: Path) -> int:
             bar.set_postfix_str(", ".join(f"{k}={rec[k]:.3f}" for k in ("mean_reward", "loss_per_token", "pass_rate") if isinstance(rec.get(k), float)))
             state.data["step"] = step + 1
             state.data["rng"] = _rng_to_json(ctx.rng.getstate())
-            state.data["shared"] = {k: shared[k] for k in ("order", "baseline") if k in shared}
+            state.data["shared"] = {k: shared[k] for k in ("order", "baseline", "nll") if k in shared}
             stop = rec.get("gate_reached", False)
             if (step + 1) % args.save_every == 0 or step + 1 == args.num_steps or stop:
                 path = (await tc.save_state(f"{args.mode}-{run_dir.name}-step{step + 1:04d}")).path
@@ -220,8 +230,9 @@ async def _run(args, run_dir: Path) -> int:
             state.save()
             write_reports(run_dir, result, name)
             if stop:
-                log.info("sft gate reached (pass rate %.2f >= %.2f, tasks solved %.2f >= %.2f) at step %d", rec["pass_rate"],
-                         args.gate, rec["task_coverage"], args.gate_coverage, step)
+                log.info("sft gate reached (pass rate %.2f >= %.2f, tasks solved %.2f >= %.2f, lowest gold chance %.2f >= %.2f) "
+                         "at step %d", rec["pass_rate"], args.gate, rec["task_coverage"], args.gate_coverage, rec["gold_p_min"],
+                         args.gate_min_gold_p, step)
                 break
     finally:
         bar.close()
@@ -229,6 +240,8 @@ async def _run(args, run_dir: Path) -> int:
     if args.save_state:
         final = (await tc.save_state(args.save_state, overwrite=True)).path
         (run_dir / "checkpoint.json").write_text(json.dumps({"name": args.save_state, "path": final}, indent=1))
+    if args.mode == "sft" and result["steps"]:
+        result["gold_p_final"] = await gold_probabilities(tc, shared)
     if args.mode == "sft" and final:
         latest_sft_path(key).write_text(json.dumps({"path": final, "run_dir": str(run_dir)}))
     result["final_checkpoint"] = final
@@ -251,8 +264,9 @@ def _rng_from_json(j):
 
 
 # ------------------------------------------------------------------------------ sft
-async def gold_datums(ctx) -> list:
-    """Gold trajectories through the real agent, tools, sandbox and verifier (only reward 1 kept)."""
+async def gold_datums(ctx) -> tuple[list, list[str]]:
+    """Gold trajectories through the real agent, tools, sandbox and verifier (only reward 1 kept):
+    their datums, and the task of each datum."""
     from .agent.scripted import ScriptedPolicy
     from .setup import gold_turns_for
 
@@ -262,7 +276,18 @@ async def gold_datums(ctx) -> list:
     log.info("gold trajectories: %d of %d tasks reach reward 1", len(good), len(items))
     if not good:
         raise SystemExit("no gold trajectory reached reward 1: check the tasks (prepare_sandbox.py --validate)")
-    return sft_datums(good)
+    return sft_datums(good), [t.task_id for t in good for s in t.segments if s.n_sampled]
+
+
+async def gold_probabilities(tc, shared) -> dict[str, float]:
+    """Per task, the chance that the current weights sample its gold trajectory at T=1 (exp(-sequence NLL),
+    one forward pass; the lowest over a task's datums). A task near 0 gives RL only zero-variance groups."""
+    fwd = await tc.forward(shared["gold"], "cross_entropy")
+    out: dict[str, float] = {}
+    for task, d, o in zip(shared["gold_tasks"], shared["gold"], fwd.loss_fn_outputs):
+        p = math.exp(float((o["logprobs"].to_numpy() * d.loss_fn_inputs["weights"].to_numpy()).sum()))
+        out[task] = round(min(out.get(task, 1.0), p), 4)
+    return out
 
 
 async def _pass_rate(ctx, tc, n: int, temperature: float, eos: int) -> tuple[float, list]:
@@ -277,18 +302,53 @@ async def _pass_rate(ctx, tc, n: int, temperature: float, eos: int) -> tuple[flo
     return (sum(t.reward or 0.0 for t in done) / len(done) if done else 0.0), done
 
 
+def balance_weights(nll: dict[str, float], idx: list[int], power: float) -> list[float]:
+    """--balance-tasks: scale each gold datum's loss by (its sequence NLL at its last step / the batch's
+    mean) ** power, clipped to [1/4, 4]; datums not measured yet get 1. The chance to sample a gold
+    trajectory is exp(-its NLL): plain SFT lifts the short, easy ones first, so at the gate some tasks
+    are never solved and RL gets no gradient from them. Weighting by NLL moves them together."""
+    known = [nll[str(i)] for i in idx if str(i) in nll]
+    if power == 0 or not known:
+        return [1.0] * len(idx)
+    mean = max(sum(known) / len(known), 1e-6)
+    return [min(4.0, max(0.25, (nll[str(i)] / mean) ** power)) if str(i) in nll else 1.0 for i in idx]
+
+
+def _reweighted(d, w: float):
+    if w == 1.0:
+        return d
+    from tinker import types
+
+    return types.Datum(model_input=d.model_input, loss_fn_inputs={
+        **d.loss_fn_inputs, "weights": types.TensorData.from_numpy(d.loss_fn_inputs["weights"].to_numpy() * np.float32(w))})
+
+
 async def sft_step(args, ctx, tc, step, run_dir, shared) -> dict:
     data = shared["gold"]
-    batch = ctx.rng.sample(data, min(args.batch_size, len(data)))
+    idx = ctx.rng.sample(range(len(data)), min(args.batch_size, len(data)))
+    nll = shared.setdefault("nll", {})
+    weights = balance_weights(nll, idx, args.balance_tasks)
+    batch = [_reweighted(data[i], w) for i, w in zip(idx, weights)]
     t0 = time.time()
     f = tc.forward_backward(batch, "cross_entropy")
     o = tc.optim_step(_adam(lr_at(args, step)))
     fb, opt = await f, await o
-    ntok = sum(float(d.loss_fn_inputs["weights"].to_numpy().sum()) for d in batch)
-    rec: dict[str, Any] = {"loss_per_token": fb.metrics["loss:sum"] / max(ntok, 1), "n_datums": len(batch),
-                           "train_s": time.time() - t0, "metrics": {**fb.metrics, **(opt.metrics or {})}}
+    masks = [data[i].loss_fn_inputs["weights"].to_numpy() for i in idx]
+    for i, m, out in zip(idx, masks, fb.loss_fn_outputs):
+        nll[str(i)] = float(-(out["logprobs"].to_numpy() * m).sum())
+    ntok = sum(float(m.sum()) for m in masks)
+    names = shared["gold_tasks"]
+    rec: dict[str, Any] = {"loss_per_token": sum(nll[str(i)] for i in idx) / max(ntok, 1), "n_datums": len(batch),
+                           "train_s": time.time() - t0, "metrics": {**fb.metrics, **(opt.metrics or {})},
+                           "gold_nll_by_task": {names[i]: round(nll[str(i)], 4) for i in sorted(idx)},
+                           "loss_weight_min": min(weights), "loss_weight_max": max(weights)}
     if args.eval_every and (step + 1) % args.eval_every == 0 and step + 1 >= args.eval_from:
         te = time.time()
+        gold_p = await gold_probabilities(tc, shared)  # one forward pass: the cheap half of the gate first
+        rec.update(gold_p_by_task=gold_p, gold_p_min=min(gold_p.values()), gate_reached=False)
+        if rec["gold_p_min"] < args.gate_min_gold_p:
+            rec["eval_s"] = time.time() - te
+            return rec
         rate, trajs = await _pass_rate(ctx, tc, args.eval_n, 1.0, shared["eos"])
         solved: dict[str, bool] = {}
         for tr in trajs:

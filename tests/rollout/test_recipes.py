@@ -21,11 +21,24 @@ TASKS = ["--task-id", "absolute", "--task-id", "clamp"]
 def test_sft_then_grpo_ppo_ppokl_write_documented_results(running):
     tmp, env = running
     sft = _run(env, "sft", "--preset", "quickstart", *TASKS, "--num-steps", "2", "--batch-size", "2", "--eval-every", "2",
-               "--eval-n", "2", "--eval-from", "1", "--save-every", "1")
+               "--eval-n", "2", "--eval-from", "1", "--save-every", "1",
+               "--gate-min-gold-p", "0")  # the preset's 0.15 would skip the sampled check this early
     res = _json(sft / "results" / "sft" / "result.json")
     assert [s["step"] for s in res["steps"]] == [0, 1] and res["final_checkpoint"].startswith("tinker://")
     assert "loss_per_token" in res["steps"][0] and "pass_rate" in res["steps"][1]
     assert 0.0 <= res["steps"][1]["task_coverage"] <= 1.0  # share of the checked tasks solved at least once
+    # --balance-tasks (on in the preset): step 1 weights each task's loss by its gold NLL at step 0 / the mean
+    s0, s1 = res["steps"]
+    assert s0["loss_weight_min"] == s0["loss_weight_max"] == 1.0  # nothing measured yet
+    nll0 = s0["gold_nll_by_task"]
+    assert sorted(nll0) == ["lts-micro/absolute", "lts-micro/clamp"] and all(v > 0 for v in nll0.values())
+    mean0 = sum(nll0.values()) / 2
+    assert s1["loss_weight_max"] == pytest.approx(max(nll0.values()) / mean0, rel=1e-3)
+    assert s1["loss_weight_min"] == pytest.approx(min(nll0.values()) / mean0, rel=1e-3) and s1["loss_weight_min"] < 1.0
+    # the gate's per-task gold chance (exp(-NLL) after the step's update), and the same at the end
+    assert sorted(s1["gold_p_by_task"]) == sorted(nll0) and s1["gold_p_min"] == min(s1["gold_p_by_task"].values())
+    assert all(0.0 <= p < 1.0 for p in s1["gold_p_by_task"].values()) and not s1["gate_reached"]  # pass rate 0 < 0.3
+    assert res["gold_p_final"] == s1["gold_p_by_task"]  # no step after the last check
     assert _json(sft / "exit-status.json")["exit_code"] == 0
 
     grpo = _run(env, "grpo", "--preset", "quickstart", *TASKS, "--num-steps", "2", "--group-size", "2",
