@@ -172,8 +172,7 @@ class Rollouts:
                 t0 = time.time()
                 sb = None
                 try:
-                    sb = await self.factory(self.bases[task.name])
-                    sb = self._logged(sb)
+                    sb = self._logged(await self.factory(self.bases[task.name]))
                     ts = time.time()
                     traj = await self.agent(policy).run(task.instruction, sb, task_id=task.name)
                     traj.timings["sandbox_s"] = ts - t0

@@ -240,8 +240,8 @@ async def _run(args, run_dir: Path) -> int:
     if args.save_state:
         final = (await tc.save_state(args.save_state, overwrite=True)).path
         (run_dir / "checkpoint.json").write_text(json.dumps({"name": args.save_state, "path": final}, indent=1))
-    if args.mode == "sft" and result["steps"]:
-        result["gold_p_final"] = await gold_probabilities(tc, shared)
+    if args.mode == "sft" and result["steps"]:  # the last check already measured these weights, if it was the last step
+        result["gold_p_final"] = result["steps"][-1].get("gold_p_by_task") or await gold_probabilities(tc, shared)
     if args.mode == "sft" and final:
         latest_sft_path(key).write_text(json.dumps({"path": final, "run_dir": str(run_dir)}))
     result["final_checkpoint"] = final
@@ -279,13 +279,19 @@ async def gold_datums(ctx) -> tuple[list, list[str]]:
     return sft_datums(good), [t.task_id for t in good for s in t.segments if s.n_sampled]
 
 
+def sequence_logprob(datum, output) -> float:
+    """Sum of the target logprobs on the datum's trained tokens (its 0/1 ``weights``), from a forward
+    or forward_backward output: minus the gold trajectory's sequence NLL."""
+    return float((output["logprobs"].to_numpy() * datum.loss_fn_inputs["weights"].to_numpy()).sum())
+
+
 async def gold_probabilities(tc, shared) -> dict[str, float]:
     """Per task, the chance that the current weights sample its gold trajectory at T=1 (exp(-sequence NLL),
     one forward pass; the lowest over a task's datums). A task near 0 gives RL only zero-variance groups."""
     fwd = await tc.forward(shared["gold"], "cross_entropy")
     out: dict[str, float] = {}
     for task, d, o in zip(shared["gold_tasks"], shared["gold"], fwd.loss_fn_outputs):
-        p = math.exp(float((o["logprobs"].to_numpy() * d.loss_fn_inputs["weights"].to_numpy()).sum()))
+        p = math.exp(sequence_logprob(d, o))
         out[task] = round(min(out.get(task, 1.0), p), 4)
     return out
 
@@ -333,10 +339,9 @@ async def sft_step(args, ctx, tc, step, run_dir, shared) -> dict:
     f = tc.forward_backward(batch, "cross_entropy")
     o = tc.optim_step(_adam(lr_at(args, step)))
     fb, opt = await f, await o
-    masks = [data[i].loss_fn_inputs["weights"].to_numpy() for i in idx]
-    for i, m, out in zip(idx, masks, fb.loss_fn_outputs):
-        nll[str(i)] = float(-(out["logprobs"].to_numpy() * m).sum())
-    ntok = sum(float(m.sum()) for m in masks)
+    for i, out in zip(idx, fb.loss_fn_outputs):
+        nll[str(i)] = -sequence_logprob(data[i], out)  # the unweighted gold datum: its real NLL
+    ntok = sum(float(data[i].loss_fn_inputs["weights"].to_numpy().sum()) for i in idx)
     names = shared["gold_tasks"]
     rec: dict[str, Any] = {"loss_per_token": sum(nll[str(i)] for i in idx) / max(ntok, 1), "n_datums": len(batch),
                            "train_s": time.time() - t0, "metrics": {**fb.metrics, **(opt.metrics or {})},

@@ -4,6 +4,7 @@ a cached reward, identical ones do, and a cached result equals a real verificati
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 from cookbook.rollout import AgentConfig, Rollouts
@@ -12,6 +13,12 @@ from services.tasks.task import load_dataset
 from services.tasks.workspace import build_base
 
 from helpers import REPO
+
+
+def _with_gold_edit(text: str, edit: dict) -> str:
+    lines = text.split("\n")
+    lines[edit["line"] - 1] = edit["new"]
+    return "\n".join(lines)
 
 
 def test_reward_cache_keys_on_the_whole_workspace(tmp_path, tiny_model):
@@ -24,9 +31,8 @@ def test_reward_cache_keys_on_the_whole_workspace(tmp_path, tiny_model):
         sb = await HostSandbox.create(base_dir=tmp_path / "base")
         try:
             if mutate == "gold":
-                lines = (await sb.read_file(f"/workspace/{edit['path']}")).split("\n")
-                lines[edit["line"] - 1] = edit["new"]
-                await sb.write_file(f"/workspace/{edit['path']}", "\n".join(lines))
+                path = f"/workspace/{edit['path']}"
+                await sb.write_file(path, _with_gold_edit(await sb.read_file(path), edit))
             elif mutate:
                 await sb.run(mutate, cwd="/workspace")
             key = await ro._workspace_key(sb, task)
@@ -93,17 +99,13 @@ def test_write_only_agents_are_keyed_by_their_writes_without_running_anything(tm
     edit = json.loads((task.solution_dir / "edit.json").read_text())
     path = f"/workspace/{edit['path']}"
 
-    async def state(contents: list[str | None], fail: bool = False):
+    async def state(contents: list[str], fail: bool = False):
         sb = ro._logged(await HostSandbox.create(base_dir=tmp_path / "base"))
         assert isinstance(sb, _WriteLog)
         try:
             text = await sb.read_file(path)
             for c in contents:
-                if c == "gold":
-                    lines = text.split("\n")
-                    lines[edit["line"] - 1] = edit["new"]
-                    c = "\n".join(lines)
-                await sb.write_file(path, c if c is not None else text)
+                await sb.write_file(path, _with_gold_edit(text, edit) if c == "gold" else c)
             if fail:  # a write that fails part-way (the file's state is unknown)
                 with mock.patch.object(sb._sb, "write_file", side_effect=OSError("disk full")):
                     try:
@@ -111,7 +113,8 @@ def test_write_only_agents_are_keyed_by_their_writes_without_running_anything(tm
                     except OSError:
                         pass
                 assert sb.dirty
-            with mock.patch.object(sb._sb, "run", side_effect=AssertionError("ran a command")) if not fail else mock.MagicMock():
+            no_commands = mock.patch.object(sb._sb, "run", side_effect=AssertionError("ran a command"))
+            with no_commands if not fail else contextlib.nullcontext():
                 key = await ro._workspace_key(sb, task)
             res, cached = await ro._verify(sb, task)
             return key, res.reward, cached
