@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,7 +101,8 @@ class SandboxAdminProc:
         cfg = {"auth": {"key": self.key},
                "admin": {"host": "127.0.0.1", "port": self.port, "log_file": str(self.state_dir / "admin.log")},
                "worker": {"name": f"t{self.port}", "log_file": str(self.state_dir / "worker.log")},
-               "state_dir": str(self.state_dir / "state")}
+               "state_dir": str(self.state_dir / "state"),
+               "base_sources": [tempfile.gettempdir(), str(REPO / "sandbox-preparation"), str(REPO / "datasets")]}
         path = self.state_dir / "admin.yaml"
         path.write_text(yaml.safe_dump(cfg))
         self.proc = subprocess.Popen([sys.executable, "-m", "services.sandbox", "admin", "--config", str(path)], cwd=REPO,

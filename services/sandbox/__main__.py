@@ -70,7 +70,8 @@ async def serve(role: str, cfg: dict[str, Any], backend_name: str, host: str, po
         from .store import Store
         store = Store(Path(cfg["state_dir"]) / "admin.db")
         service = SandboxManager(backend, store, LifecycleConfig.from_mapping(cfg.get("lifecycle")),
-                                 sbconfig.default_limits(cfg), images=cfg.get("images") or {})
+                                 sbconfig.default_limits(cfg), images=cfg.get("images") or {},
+                                 base_sources=sbconfig.base_sources(cfg))
         app = build_app(service, cfg)
         start, stop = service.start, service.shutdown
     else:

@@ -9,16 +9,21 @@ HTTP 200 with status "Failed".
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import binascii
+import codecs
 import io
 import logging
 import tarfile
 import time
+import zlib
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, FastAPI, File, Form, Request, UploadFile
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from . import config as sbconfig
 from .backends.base import ExecRequest, bash
@@ -34,7 +39,37 @@ PREFIX = "/apis/envs/sandbox/v1"
 
 
 class _Req(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    """Finite numbers only; strings without lone surrogates, and without NUL bytes except in a
+    file's ``content`` (both would otherwise fail deep inside as a 500)."""
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _clean_strings(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, value in data.items():
+                check_text(value, str(key), allow_nul=key == "content")
+        return data
+
+
+def check_text(value: Any, where: str, allow_nul: bool = False, depth: int = 0) -> None:
+    """Raise ValueError (a 422) for NUL bytes or lone surrogates anywhere in ``value``."""
+    if depth > 32:
+        raise ValueError(f"{where}: nested too deeply")
+    if isinstance(value, str):
+        if not allow_nul and "\x00" in value:
+            raise ValueError(f"{where}: NUL bytes are not allowed")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{where}: lone surrogates are not valid text") from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            check_text(k, where, allow_nul, depth + 1)
+            check_text(v, f"{where}.{k}", allow_nul, depth + 1)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            check_text(v, f"{where}[{i}]", allow_nul, depth + 1)
 
 
 class StartRequest(_Req):
@@ -132,6 +167,9 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
     max_upload = int(admin_cfg.get("max_upload_mb", 64)) * 1024 * 1024
     max_read = int(admin_cfg.get("max_read_mb", 16)) * 1024 * 1024
     default_timeout = float(admin_cfg.get("default_timeout_s", 1200))
+    tar_limits = TarLimits(int(admin_cfg.get("max_tar_members", 20000)),
+                           int(admin_cfg.get("max_tar_unpacked_mb", 1024)) * 1024 * 1024)
+    tar_checks = asyncio.Semaphore(2)   # each runs in a thread; at most two at a time
     check_key = make_key_check(cfg["auth"]["key"], cfg["auth"].get("header", "X-Key"))
 
     app = FastAPI(title="local sandbox manager (ROCK sandbox API subset)")
@@ -229,14 +267,27 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
 
     @api.post("/read_file")
     async def read_file(req: ReadFileRequest):
+        if req.encoding not in (None, "base64"):
+            _known(codecs.lookup, req.encoding, "encoding")
+        if req.errors is not None:
+            _known(codecs.lookup_error, req.errors, "errors")
         data = await manager.read_file(req.sandbox_id, sandbox_path(req.path), max_read)
         if req.encoding == "base64":
             return ok({"content": base64.b64encode(data).decode(), "encoding": "base64"})
-        return ok({"content": data.decode(req.encoding or "utf-8", errors=req.errors or "replace")})
+        try:
+            text = data.decode(req.encoding or "utf-8", errors=req.errors or "replace")
+        except UnicodeDecodeError as e:
+            raise BadRequest(f"file is not valid {req.encoding or 'utf-8'}: {e}")
+        return ok({"content": text.encode("utf-8", errors="replace").decode()})
 
     @api.post("/write_file")
     async def write_file(req: WriteFileRequest):
-        data = base64.b64decode(req.content) if req.encoding == "base64" else req.content.encode()
+        if req.encoding not in (None, "base64", "utf-8", "utf8"):
+            raise BadRequest(f"encoding must be 'base64' or 'utf-8', got {req.encoding!r}")
+        try:
+            data = base64.b64decode(req.content, validate=True) if req.encoding == "base64" else req.content.encode()
+        except (binascii.Error, ValueError) as e:
+            raise BadRequest(f"content is not valid base64: {e}")
         if len(data) > max_upload:
             raise PayloadTooLarge(f"content larger than {max_upload} bytes")
         path = sandbox_path(req.path)
@@ -251,7 +302,8 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
             raise PayloadTooLarge(f"upload larger than {max_upload} bytes")
         target = sandbox_path(target_path)
         if extract == "tar":
-            _check_tar(data)
+            async with tar_checks:
+                await asyncio.to_thread(check_tar, data, tar_limits)
             await manager.extract_tar(sandbox_id, target, data)
         elif extract:
             raise BadRequest(f"unknown extract mode {extract!r} (only 'tar')")
@@ -290,15 +342,38 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
     return app
 
 
-def _check_tar(data: bytes) -> None:
-    """Reject archives with absolute or '..' member names or device nodes before extraction
-    (extraction itself runs inside the sandbox, so this is for clear errors, not safety)."""
+def _known(lookup, name: str, what: str) -> None:
     try:
-        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
-            for m in tf.getmembers():
+        lookup(name)
+    except LookupError:
+        raise BadRequest(f"unknown {what} {name!r}")
+
+
+@dataclass(frozen=True)
+class TarLimits:
+    members: int          # admin.max_tar_members
+    unpacked_bytes: int   # admin.max_tar_unpacked_mb: sum of member sizes
+
+
+def check_tar(data: bytes, limits: TarLimits) -> None:
+    """Reject archives with absolute or '..' member names, device nodes, too many members or
+    too many unpacked bytes before extraction (extraction itself runs inside the sandbox, so
+    this is for clear errors and bounded work, not safety). Streams the members (a thread, not
+    the event loop; member headers are dropped as they are read) and stops at the first limit."""
+    count = size = 0
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r|*") as tf:
+            for m in tf:
+                count += 1
+                size += max(m.size, 0)
+                if count > limits.members:
+                    raise PayloadTooLarge(f"tar archive has more than {limits.members} members")
+                if size > limits.unpacked_bytes:
+                    raise PayloadTooLarge(f"tar archive unpacks to more than {limits.unpacked_bytes} bytes")
                 if m.name.startswith("/") or ".." in m.name.split("/"):
                     raise BadRequest(f"tar member {m.name!r}: absolute or '..' paths are not allowed")
                 if m.isdev():
                     raise BadRequest(f"tar member {m.name!r}: device nodes are not allowed")
-    except tarfile.TarError as e:
+                tf.members.clear()
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
         raise BadRequest(f"not a tar archive: {e}")

@@ -9,6 +9,7 @@ from typing import Any
 from services.common.config import load_config
 from services.common.paths import REPO_ROOT, TEMPLATES_DIR
 
+from .errors import BadRequest
 from .limits import Limits
 
 
@@ -30,6 +31,15 @@ def resolve(path: str | Path) -> Path:
     return p if p.is_absolute() else REPO_ROOT / p
 
 
+DEFAULT_BASE_SOURCES = ("sandbox-preparation", "datasets")
+
+
+def base_sources(cfg: dict[str, Any]) -> list[str]:
+    """Host directories under which ``base_dir`` / an absolute ``image`` may lie (real paths)."""
+    value = cfg.get("base_sources")
+    return [os.path.realpath(resolve(p)) for p in (DEFAULT_BASE_SOURCES if value is None else value)]
+
+
 def default_limits(cfg: dict[str, Any]) -> Limits:
     return Limits.from_mapping(cfg.get("default_limits"))
 
@@ -38,7 +48,12 @@ def clamp_limits(cfg: dict[str, Any], requested: dict[str, Any]) -> dict[str, An
     """Requested limits above ``max_limits`` are lowered to it."""
     out = dict(requested)
     for key, cap in (cfg.get("max_limits") or {}).items():
-        if out.get(key) is not None and float(out[key]) > float(cap):
+        value = out.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise BadRequest(f"limit {key} must be a number, got {value!r}")
+        if float(value) > float(cap):
             out[key] = cap
     return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -16,7 +17,11 @@ def parse_size_mb(value: str | int | float | None) -> int | None:
     """'8g' -> 8192, '512m' -> 512, 100 -> 100 (numbers are MB). None stays None."""
     if value is None:
         return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise BadRequest(f"a size is a number of MB or a string like '512m', got {value!r}")
     if isinstance(value, (int, float)):
+        if not math.isfinite(value) or value > 2**40:
+            raise BadRequest(f"size {value!r} is not a finite number of MB")
         return int(value)
     m = _SIZE.match(value)
     if not m:
@@ -38,7 +43,7 @@ class Limits:
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if not isinstance(v, (int, float)) or v <= 0:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 raise BadRequest(f"limit {f.name} must be a positive number, got {v!r}")
 
     @classmethod
@@ -52,6 +57,8 @@ class Limits:
                 continue
             if key.endswith("_mb"):
                 value = parse_size_mb(value)
+            elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise BadRequest(f"limit {key} must be a finite number, got {value!r}")
             merged[key] = type(merged[key])(value) if not isinstance(merged[key], float) else float(value)
         return cls(**merged)
 

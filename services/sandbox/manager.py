@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import re
 import secrets
@@ -21,7 +22,7 @@ from typing import Any
 from .backends.base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
 from .errors import BadRequest, Conflict, NotFound, Unavailable
 from .limits import Limits
-from .paths import session_name
+from .paths import host_dir_under, session_name
 from .store import SandboxRecord, Store
 
 log = logging.getLogger(__name__)
@@ -52,12 +53,14 @@ class LifecycleConfig:
 
 class SandboxManager:
     def __init__(self, backend: Backend, store: Store, lifecycle: LifecycleConfig, default_limits: Limits,
-                 images: dict[str, str | None] | None = None):
+                 images: dict[str, str | None] | None = None, base_sources: list[str] | None = None):
         self.backend = backend
         self.store = store
         self.cfg = lifecycle
         self.default_limits = default_limits
-        self.images = images or {}           # image name -> base dir (local backend)
+        self.images = images or {}           # image name -> base dir (local backend); set by the operator
+        self.base_sources = list(base_sources or [])   # real host dirs that base_dir / image paths must lie in
+        self._reserved: set[str] = set()     # sandbox ids being created (counted against max_sandboxes)
         self.records: dict[str, SandboxRecord] = {}
         self.busy: dict[str, int] = {}
         self._pool: dict[tuple, list[tuple[str, float]]] = {}   # key -> [(sandbox id, created)]
@@ -112,13 +115,15 @@ class SandboxManager:
     # --- create / close -------------------------------------------------------------------------
 
     def resolve_base(self, image: str | None, base_dir: str | None) -> str | None:
-        """Local backend: which host directory becomes /workspace."""
+        """Which host directory becomes /workspace: a configured image's, or a caller's
+        ``base_dir`` / absolute ``image``, which must lie under ``base_sources`` (the prepared
+        bases): the admin copies it as root, so an arbitrary path would hand out host files."""
         if base_dir:
-            return base_dir
+            return host_dir_under(base_dir, self.base_sources, "base_dir")
         if image and image in self.images:
             return self.images[image]
-        if image and image.startswith("/") and os.path.isdir(image):
-            return image
+        if image and image.startswith("/"):
+            return host_dir_under(image, self.base_sources, "image")
         return None
 
     async def create(self, *, image: str | None = None, base_dir: str | None = None,
@@ -128,8 +133,6 @@ class SandboxManager:
                      binds: list[dict[str, str]] | None = None) -> SandboxRecord:
         if self._closing:
             raise Unavailable("manager is shutting down")
-        if len(self.records) >= self.cfg.max_sandboxes:
-            raise Unavailable(f"too many sandboxes ({self.cfg.max_sandboxes}); close some first")
         lim = Limits.from_mapping(limits, self.default_limits)
         lease = self._positive(lease_s, self.cfg.lease_s, "lease_s")
         ttl = min(self._positive(ttl_s, self.cfg.ttl_s, "ttl_s"), self.cfg.max_ttl_s)
@@ -140,14 +143,28 @@ class SandboxManager:
         if sandbox_id is not None:
             if not _ID.match(sandbox_id):
                 raise BadRequest(f"invalid sandbox_id {sandbox_id!r}")
-            if sandbox_id in self.records or self.store.get(sandbox_id):
+            if sandbox_id in self.records or sandbox_id in self._reserved or self.store.get(sandbox_id):
                 raise Conflict(f"sandbox {sandbox_id} already exists")
+        # The count and the id are reserved before the first await: concurrent starts cannot
+        # overshoot max_sandboxes or create one id twice.
+        if len(self.records) + len(self._reserved) >= self.cfg.max_sandboxes:
+            raise Unavailable(f"too many sandboxes ({self.cfg.max_sandboxes}); close some first")
+        slot = sandbox_id or f"sb-{secrets.token_hex(6)}"
+        self._reserved.add(slot)
+        try:
+            return await self._create_reserved(slot, sandbox_id is None, spec, lease, ttl, tags)
+        finally:
+            self._reserved.discard(slot)
+
+    async def _create_reserved(self, slot: str, poolable: bool, spec: SandboxSpec, lease: float, ttl: float,
+                               tags: dict[str, str | None] | None) -> SandboxRecord:
+        image, base, lim = spec.image, spec.base_dir, spec.limits
         sid, info = None, None
         key = self._pool_key(spec)
-        if sandbox_id is None and not spec.env and not spec.binds:
+        if poolable and not spec.env and not spec.binds:
             sid, info = self._take_from_pool(key)
         if sid is None:
-            sid = sandbox_id or f"sb-{secrets.token_hex(6)}"
+            sid = slot
             info = await self.backend.create(sid, spec)
         now = time.time()
         tags = tags or {}
@@ -215,8 +232,8 @@ class SandboxManager:
             return rec
 
     async def exec(self, sandbox_id: str, req: ExecRequest) -> ExecOutput:
-        if req.timeout <= 0:
-            raise BadRequest("timeout must be > 0")
+        if not math.isfinite(req.timeout) or req.timeout <= 0:
+            raise BadRequest("timeout must be a finite number > 0")
         if req.max_output < 0:
             raise BadRequest("max_output must be >= 0")
         async with self.using(sandbox_id):
@@ -229,8 +246,8 @@ class SandboxManager:
 
     async def run_in_session(self, sandbox_id: str, session: str, command: str, timeout: float,
                              max_output: int) -> SessionOutput:
-        if timeout <= 0:
-            raise BadRequest("timeout must be > 0")
+        if not math.isfinite(timeout) or timeout <= 0:
+            raise BadRequest("timeout must be a finite number > 0")
         async with self.using(sandbox_id):
             return await self.backend.run_in_session(sandbox_id, session_name(session), command, timeout, max_output)
 
@@ -320,6 +337,6 @@ class SandboxManager:
     def _positive(value: float | None, default: float, name: str) -> float:
         if value is None:
             return default
-        if value <= 0:
-            raise BadRequest(f"{name} must be > 0")
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise BadRequest(f"{name} must be a finite number > 0, got {value!r}")
         return float(value)

@@ -11,8 +11,10 @@ from fastapi import APIRouter, Depends, FastAPI
 from pydantic import BaseModel
 
 from .backends.base import Backend, ExecRequest, SandboxSpec
+from .config import base_sources
 from .http_common import BodySizeLimit, install_error_handlers, make_key_check, ok
 from .limits import Limits
+from .paths import host_dir_under
 
 PREFIX = "/worker/v1"
 
@@ -56,6 +58,7 @@ def build_worker_app(backend: Backend, cfg: dict[str, Any]) -> FastAPI:
     app = FastAPI(title="sandbox worker")
     install_error_handlers(app)
     max_upload = int((cfg.get("admin") or {}).get("max_upload_mb", 64)) * 1024 * 1024
+    allowed_bases = base_sources(cfg)
     app.add_middleware(BodySizeLimit, max_bytes=2 * max_upload)   # base64 overhead
     api = APIRouter(prefix=PREFIX, dependencies=[Depends(check_key)])
 
@@ -65,7 +68,8 @@ def build_worker_app(backend: Backend, cfg: dict[str, Any]) -> FastAPI:
 
     @api.post("/create")
     async def create(b: CreateBody):
-        spec = SandboxSpec(image=b.image, base_dir=b.base_dir, limits=Limits.from_mapping(b.limits), env=b.env,
+        base = host_dir_under(b.base_dir, allowed_bases) if b.base_dir else None
+        spec = SandboxSpec(image=b.image, base_dir=base, limits=Limits.from_mapping(b.limits), env=b.env,
                            binds=b.binds)
         return ok(await backend.create(b.sandbox_id, spec))
 

@@ -73,6 +73,7 @@ def write_config(tmp: Path, port: int, worker_name: str, **overrides) -> Path:
         "worker": {"name": worker_name, "log_file": str(tmp / "worker.log")},
         "state_dir": str(tmp / "state"),
         "lifecycle": {"reaper_interval_s": 0.5},
+        "base_sources": [tempfile.gettempdir()],   # the tests' base repos live in pytest's tmp dirs
     }
     for k, v in overrides.items():
         cfg[k] = {**cfg.get(k, {}), **v} if isinstance(v, dict) else v

@@ -87,7 +87,8 @@ class LocalBackend(Backend):
 
     def __init__(self, state_dir: Path, worker_name: str = "local", sandbox_uid: int = 65534,
                  sandbox_gid: int = 65534, runtime_paths: list[str] | None = None, venv_bin: str | None = None,
-                 use_cgroups: bool = True, shm_mb: int = 64, bind_sources: list[str] | None = None):
+                 use_cgroups: bool = True, shm_mb: int = 64, bind_sources: list[str] | None = None,
+                 base_cache_mb: int | None = 20480):
         self.worker_name = worker_name
         self.root = state_dir / "local" / worker_name     # run dirs and host layout of this worker
         self.bases_dir = state_dir / "local" / "bases"    # shared cache of lower layers
@@ -101,6 +102,7 @@ class LocalBackend(Backend):
             venv_bin = os.path.join(sys.prefix, "bin")
         self.base_env = default_env(venv_bin)
         self.shm_mb = shm_mb
+        self.base_cache_bytes = None if base_cache_mb is None else int(base_cache_mb) * 1024 * 1024
         # host dirs whose contents may be bound (read-only) into sandboxes; default: the ModelService's
         self.bind_sources = [os.path.realpath(p) for p in
                              (bind_sources if bind_sources is not None else [str(STATE_DIR / "modelservice")])]
@@ -121,7 +123,8 @@ class LocalBackend(Backend):
                    sandbox_uid=int(local.get("sandbox_uid", 65534)), sandbox_gid=int(local.get("sandbox_gid", 65534)),
                    runtime_paths=None if runtime in (None, "auto", ["auto"]) else list(runtime),
                    venv_bin=local.get("venv_bin"), use_cgroups=bool(local.get("cgroups", True)),
-                   shm_mb=int(local.get("shm_mb", 64)), bind_sources=_bind_sources(local.get("bind_sources")))
+                   shm_mb=int(local.get("shm_mb", 64)), bind_sources=_bind_sources(local.get("bind_sources")),
+                   base_cache_mb=local.get("base_cache_mb", 20480))
 
     # --- start / stop ---------------------------------------------------------------------------
 
@@ -148,7 +151,7 @@ class LocalBackend(Backend):
         removed = self.cleanup_leftovers()
         if removed:
             log.warning("removed leftovers of a previous worker: %s", ", ".join(removed))
-        self.bases = BaseCache(self.bases_dir, self.uid, self.gid, chown=self.real_root)
+        self.bases = BaseCache(self.bases_dir, self.uid, self.gid, chown=self.real_root, max_bytes=self.base_cache_bytes)
         self.layout = await asyncio.to_thread(jail.prepare_host_layout, self.root / "host", self.runtime_paths,
                                               self.uid, self.gid, "sandbox")
         log.info("local backend ready (uid %d, cgroups %s, user namespace %s)", self.uid, self.use_cgroups,
@@ -196,6 +199,8 @@ class LocalBackend(Backend):
         assert self.bases is not None
         binds = self._check_binds(spec.binds)
         base = await asyncio.to_thread(self.bases.prepare, spec.base_dir)
+        in_use = {sb.workspace.base.base_id for sb in self.sandboxes.values()} | {base.base_id}
+        await asyncio.to_thread(self.bases.evict, in_use)
         ws = Workspace(self.root / "run" / sandbox_id, base, self.uid, self.gid, userns=not self.real_root)
         cg = cgroups.SandboxCgroups(self.cgroup_parent, sandbox_id) if self.use_cgroups else None
         try:

@@ -40,10 +40,12 @@ class BaseCache:
     uid so the sandbox user can modify files (copy-up) in its overlay."""
 
     FINGERPRINT_TTL_S = 10.0
+    RECENT_S = 60.0        # a base used this recently is never evicted
 
-    def __init__(self, root: Path, uid: int, gid: int, chown: bool):
+    def __init__(self, root: Path, uid: int, gid: int, chown: bool, max_bytes: int | None = None):
         self.root = root
         self.uid, self.gid, self.chown = uid, gid, chown
+        self.max_bytes = max_bytes   # evict least recently used bases above this (None: never)
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._fingerprints: dict[str, tuple[float, str]] = {}
@@ -80,6 +82,7 @@ class BaseCache:
         final = self.root / base_id
         base = Base(base_id, final / "tree", src)
         if (final / "ready").exists():
+            _touch(final / "ready")
             return base
         with self._lock:
             if (final / "ready").exists():
@@ -95,23 +98,111 @@ class BaseCache:
             os.chmod(tmp, 0o755)
             if (tmp / "tree" / ".git").exists():
                 self._refresh_git_index(tmp / "tree")
+            size = _tree_bytes(tmp / "tree")
             shutil.rmtree(final, ignore_errors=True)
             os.rename(tmp, final)
+            (final / "bytes").write_text(str(size))
             (final / "ready").write_text(src or "")
             log.info("prepared base %s from %s", base_id, src or "(empty)")
         return base
 
+    def evict(self, in_use: set[str]) -> list[str]:
+        """Delete least recently used bases until the cache holds at most ``max_bytes``; never
+        one in ``in_use`` (lower layers of live overlays) or used in the last minute (a create
+        may be about to mount it). Returns the evicted base ids."""
+        if self.max_bytes is None:
+            return []
+        with self._lock:
+            bases = []
+            for d in self.root.iterdir():
+                if (d / "ready").exists() and not d.name.startswith("."):
+                    try:
+                        bases.append(((d / "ready").stat().st_mtime, d, int((d / "bytes").read_text())))
+                    except (OSError, ValueError):
+                        bases.append(((d / "ready").stat().st_mtime, d, _tree_bytes(d / "tree")))
+            total = sum(b[2] for b in bases)
+            evicted, now = [], time.time()
+            for used, d, size in sorted(bases):
+                if total <= self.max_bytes:
+                    break
+                if d.name in in_use or now - used < self.RECENT_S:
+                    continue
+                (d / "ready").unlink()
+                shutil.rmtree(d, ignore_errors=True)
+                total -= size
+                evicted.append(d.name)
+        if evicted:
+            log.info("evicted %d bases (LRU, cache limit %d bytes): %s", len(evicted), self.max_bytes, ", ".join(evicted))
+        return evicted
+
     def _refresh_git_index(self, tree: Path) -> None:
         """Refresh stat info so git does not rehash every file in each sandbox (423 ms vs
-        42 ms). Runs as the sandbox uid with hooks and fsmonitor off: the repo is data."""
-        def drop() -> None:
-            if self.chown:
-                os.setgroups([])
-                os.setgid(self.gid)
-                os.setuid(self.uid)
-        subprocess.run(["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
-                        "update-index", "-q", "--refresh"], cwd=tree, preexec_fn=drop,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin", "HOME": "/"})
+        42 ms). The repo is task data and this runs on the host: as the sandbox uid, with hooks
+        and fsmonitor off, and with none of the repo's own config (a ``filter.*.clean`` there
+        would run while files are rehashed): the config is swapped for a minimal one while git
+        runs. A ``.git`` that is a file or symlink (it could point anywhere) is left alone."""
+        git_dir = tree / ".git"
+        if git_dir.is_symlink() or not git_dir.is_dir() or not (git_dir / "index").is_file():
+            return
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+               "GIT_ATTR_NOSYSTEM": "1"}
+        config, saved = git_dir / "config", git_dir / ".lts-config"
+        minimal = _minimal_git_config(config, env)
+        env.update(GIT_DIR=str(git_dir), GIT_WORK_TREE=str(tree))
+        if config.exists() or config.is_symlink():
+            os.rename(config, saved)
+        try:
+            config.write_text(minimal)
+            subprocess.run(["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+                            "-c", "core.attributesFile=/dev/null", "update-index", "-q", "--refresh"],
+                           cwd=tree, preexec_fn=self._drop, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        finally:
+            config.unlink(missing_ok=True)
+            if saved.exists() or saved.is_symlink():
+                os.rename(saved, config)
+
+    def _drop(self) -> None:
+        if self.chown:
+            os.setgroups([])
+            os.setgid(self.gid)
+            os.setuid(self.uid)
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def _tree_bytes(tree: Path) -> int:
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(tree):
+        for name in filenames + dirnames:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+_FORMAT_KEYS = ("core.repositoryformatversion", "extensions.objectformat", "extensions.refstorage",
+                "extensions.compatobjectformat")
+
+
+def _minimal_git_config(config: Path, env: dict[str, str]) -> str:
+    """Only the repository-format keys of ``config`` (read without includes; no command runs)."""
+    if config.is_symlink() or not config.is_file():
+        return ""
+    out = subprocess.run(["git", "config", "--file", str(config), "--no-includes", "--get-regexp",
+                          r"^(core\.repositoryformatversion|extensions\..*)$"],
+                         capture_output=True, text=True, env=env, cwd="/").stdout
+    lines = {}
+    for line in out.splitlines():
+        key, _, value = line.partition(" ")
+        if key.lower() in _FORMAT_KEYS and value.replace("-", "").isalnum():
+            lines[key.lower()] = value
+    return "".join(f"[{k.split('.')[0]}]\n\t{k.split('.')[1]} = {v}\n" for k, v in lines.items())
 
 
 class Workspace:
