@@ -1,10 +1,13 @@
 """Rollouts: one agent attempt per fresh sandbox, scored by the task's verifier.
 
 ``Rollouts.run_many`` runs many attempts concurrently (at most ``concurrency`` sandboxes at once).
-A trajectory that fails for infrastructure reasons (sandbox or sampler error) is retried in a
-fresh sandbox up to ``max_retries`` times; failures are classified for the step reports:
-infra (no result after retries), agent (the agent loop ended in error/timeout), verifier
-(the verifier errored: reward 0 with a reason).
+A trajectory that fails for infrastructure reasons (the sandbox fails to start or to run a command,
+the sampler answers 5xx or not at all) is retried in a fresh sandbox up to ``max_retries`` times;
+each step's ``Failures`` counts them (docs/recipes.md "Failures"):
+retries (attempts thrown away), infra (no result after the retries: the rollout is None and its
+group is dropped), agent (scored, but the loop ended in timeout or with a model-caused error, e.g.
+a 400 for a prompt over the context length: not retried, masked from training like a context
+overflow), verifier (the verifier errored or timed out: scored 0 with a reason, not retried).
 """
 
 from __future__ import annotations
@@ -48,6 +51,13 @@ class AgentConfig:
         if unknown:
             raise ValueError(f"unknown agent setting(s) {sorted(unknown)} in harbor.yaml agent:; known: {sorted(known)}")
         return cls(budgets=budgets, **cfg)
+
+
+def model_caused(traj: Trajectory) -> bool:
+    """The loop ended on a 4xx from the sampler (other than timeout/conflict/rate limit): the model's
+    request was invalid (e.g. prompt + max_tokens over the context length); a new sandbox won't help."""
+    st = traj.error_status
+    return st is not None and 400 <= st < 500 and st not in (408, 409, 429)
 
 
 @dataclass
@@ -176,10 +186,15 @@ class Rollouts:
                     ts = time.time()
                     traj = await self.agent(policy).run(task.instruction, sb, task_id=task.name)
                     traj.timings["sandbox_s"] = ts - t0
-                    if traj.stop_reason == "error" and attempt < self.max_retries:
+                    infra_error = traj.stop_reason == "error" and not model_caused(traj)
+                    if infra_error and attempt < self.max_retries:
                         failures.retries += 1
                         log.warning("rollout of %s failed (%s); retrying in a fresh sandbox", task.name, traj.error)
                         continue
+                    if infra_error:  # the last attempt failed too
+                        raise RuntimeError(traj.error)
+                    if traj.stop_reason == "error":  # model-caused: kept out of training like a context overflow
+                        traj.masked = self.cfg.budgets.mask_overflow
                     tv = time.time()
                     res, cached = await self._verify(sb, task)
                     traj.timings["verifier_s"] = time.time() - tv
@@ -192,7 +207,7 @@ class Rollouts:
                     traj.timings["total_s"] = time.time() - t0
                     return traj
                 except Exception as e:  # noqa: BLE001  (sandbox creation / transport failure)
-                    failures.retries += 1
+                    failures.retries += int(attempt < self.max_retries)
                     log.warning("rollout of %s: infrastructure error %s: %s (attempt %d)", task.name, type(e).__name__, e, attempt + 1)
                 finally:
                     if sb is not None:

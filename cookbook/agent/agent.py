@@ -165,8 +165,9 @@ class SWEAgent:
             traj.episode_done = True
         except asyncio.TimeoutError:
             traj.stop_reason, traj.episode_done = "timeout", True
-        except Exception as e:  # noqa: BLE001  (sampler/sandbox failure: an infrastructure error)
+        except Exception as e:  # noqa: BLE001  (sampler/sandbox failure; the status tells a model-caused 4xx apart)
             traj.stop_reason, traj.error = "error", f"{type(e).__name__}: {e}"
+            traj.error_status = getattr(e, "status_code", None)
         traj.timings["agent_s"] = time.time() - t0
         traj.timings["sample_s"] = sum(t.sample_s for t in traj.turns)
         traj.timings["tools_s"] = sum(t.tools_s for t in traj.turns)

@@ -61,6 +61,7 @@ class Trajectory:
     reward: float | None = None
     verifier: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    error_status: int | None = None  # the HTTP status of the call that ended the loop in error, if any
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
