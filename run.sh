@@ -5,6 +5,7 @@
 #   bash run.sh test [pytest args]    the test suite (what CI runs)
 #   bash run.sh rollout --task-id ID  evaluate an agent on tasks      (see: bash run.sh rollout --help)
 #   bash run.sh sft|grpo|ppo|ppo-kl   train an SWE agent              (see: bash run.sh grpo --help)
+#   bash run.sh export CHECKPOINT --out DIR [--adapter]   a checkpoint -> Hugging Face model dir (or PEFT adapter)
 #
 # Training/rollout modes create runs/<mode>-<timestamp>/ (printed at start), start the backend and
 # sandbox manager if they are not running, and stop what they started, also on Ctrl-C.
@@ -35,6 +36,9 @@ case "$mode" in
     need_control
     [[ -f "${LTS_CONFIG_DIR:-config}/runtime.yaml" ]] || .venv-control/bin/python configure.py
     exec .venv-control/bin/python -m cookbook.cli "$mode" "$@" ;;
+  export)
+    [[ -x .venv-runtime/bin/python ]] || { echo "run.sh: run 'bash setup.sh runtime' first" >&2; exit 1; }
+    exec .venv-runtime/bin/python -m services.backend.export "$@" ;;
   -h|--help|help|"") sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$mode" ]] ;;
-  *) echo "run.sh: unknown mode '$mode' (quickstart | test | rollout | sft | grpo | ppo | ppo-kl)" >&2; exit 2 ;;
+  *) echo "run.sh: unknown mode '$mode' (quickstart | test | rollout | sft | grpo | ppo | ppo-kl | export)" >&2; exit 2 ;;
 esac

@@ -14,6 +14,7 @@ import json
 import logging
 import re
 import shutil
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,7 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
-from . import codec, sampler
+from . import codec, external_routes, sampler
 from .engine import Engine, Job
 from .errors import BadRequest, NotFound, TinkerError
 from .runtime import Runtime, TrainConfig, validate_adam, validate_fwdbwd
@@ -40,6 +41,7 @@ CLIENT_CONFIG = {
     "sample_enable_stuck_detection": True, "sample_max_concurrent_requests": 2000,
 }
 MAX_NUM_SAMPLES = 1024
+CHECKPOINT_TYPES = {"weights": "training", "sampler_weights": "sampler", "external_weights": "external"}  # dir -> SDK type
 
 
 def _json(obj: Any, status: int = 200) -> Response:
@@ -122,18 +124,24 @@ class Backend:
         return self.store.new_future(kind, model_id, seq_id, hashlib.sha256(body).hexdigest() if seq_id is not None else None)
 
     def checkpoint_entry(self, model_id: str, kind: str, d: Path) -> dict[str, Any] | None:
+        """The SDK's Checkpoint for directory ``d``; None if absent (or past its TTL, which deletes it)."""
         mp = d / "meta.json"
         if not mp.exists():
             return None
         meta = json.loads(mp.read_text())
-        size = sum(f.stat().st_size for f in d.iterdir() if f.is_file())
-        return {"checkpoint_id": f"{kind}/{d.name}", "checkpoint_type": "training" if kind == "weights" else "sampler",
+        if meta.get("expires_at") and meta["expires_at"] < time.time():
+            log.info("checkpoint %s/%s of %s expired: deleting it", kind, d.name, model_id)
+            shutil.rmtree(d, ignore_errors=True)
+            return None
+        size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+        return {"checkpoint_id": f"{kind}/{d.name}", "checkpoint_type": CHECKPOINT_TYPES[kind],
                 "time": _iso(meta.get("created", 0)), "tinker_path": f"tinker://{model_id}/{kind}/{d.name}",
-                "size_bytes": size, "public": False, "user_metadata": {k: str(v) for k, v in (meta.get("user_metadata") or {}).items()}}
+                "size_bytes": size, "public": False, "user_metadata": {k: str(v) for k, v in (meta.get("user_metadata") or {}).items()},
+                "expires_at": _iso(meta["expires_at"]) if meta.get("expires_at") else None}
 
     def list_checkpoints(self, model_id: str) -> list[dict[str, Any]]:
         out = []
-        for kind in ("weights", "sampler_weights"):
+        for kind in CHECKPOINT_TYPES:
             root = self.checkpoint_dir / model_id / kind
             if root.is_dir():
                 for d in sorted(root.iterdir()):
@@ -183,6 +191,9 @@ def create_app(backend: Backend) -> FastAPI:
         if not isinstance(data, dict):
             raise BadRequest("request body must be a JSON object")
         return data
+
+    # exports, download URLs, TTLs and clean 400s for unserved SDK routes: registered first (external_routes.py)
+    external_routes.add_routes(app, B)
 
     # ------------------------------------------------------------------ session level
     @app.on_event("startup")
@@ -560,8 +571,8 @@ def create_app(backend: Backend) -> FastAPI:
                 raise BadRequest(f"{k} is not supported by this backend")
         if body.get("target_prompt_logprobs") is not None:
             raise BadRequest("target_prompt_logprobs is not supported by this backend")
-        if body.get("record_stability_info"):
-            raise BadRequest("record_stability_info (stable_reinforce) is not supported; use importance_sampling/ppo/cispo")
+        # record_stability_info (tinker-cookbook 0.6.1 sets it) is accepted and records nothing: the samples are the
+        # same, and the only consumer, the stable_reinforce loss, is refused with the list of supported losses
         pl = bool(body.get("prompt_logprobs"))
         topk = int(body.get("topk_prompt_logprobs") or 0)
         if topk < 0 or topk > 1000:
@@ -668,7 +679,7 @@ def create_app(backend: Backend) -> FastAPI:
 
     @app.delete("/api/v1/training_runs/{model_id}/checkpoints/{kind}/{name}")
     async def delete_checkpoint(model_id: str, kind: str, name: str):
-        _, _, _, ck = B.parse_tinker_path(f"tinker://{model_id}/{kind}/{name}")
+        _, _, _, ck = B.parse_tinker_path(f"tinker://{model_id}/{kind}/{name}", tuple(CHECKPOINT_TYPES))
         if not ck.exists():
             raise NotFound(f"checkpoint {kind}/{name} of {model_id} does not exist")
         shutil.rmtree(ck)

@@ -56,6 +56,10 @@ LOSSES: dict[str, tuple[LossFn, tuple[str, ...], dict[str, float]]] = {
 
 def resolve(loss_fn: str, config: dict[str, float] | None) -> tuple[LossFn, tuple[str, ...], dict[str, float]]:
     """Validate a loss name + config; return (fn, required inputs, full config)."""
+    if loss_fn == "stable_reinforce":
+        raise BadRequest(f"loss_fn 'stable_reinforce' is not supported by this backend (Tinker's math for it is not "
+                         f"public); supported: {', '.join(LOSSES)}. tinker-cookbook's async RL loop takes "
+                         "loss_fn='importance_sampling' (its synchronous default) or 'ppo'/'cispo'")
     if loss_fn not in LOSSES:
         raise BadRequest(f"unsupported loss_fn {loss_fn!r}; supported: {', '.join(LOSSES)}")
     fn, required, defaults = LOSSES[loss_fn]
