@@ -6,6 +6,7 @@
 #   bash setup.sh agent     # .venv-agent: mini-swe-agent (unmodified) for agents inside sandboxes (docs/modelservice.md)
 #   bash setup.sh system    # Debian packages the sandboxes need (bubblewrap, ...); needs root
 #   bash setup.sh all       # system (if root) + control + runtime + agent
+#   bash setup.sh docker    # docker.io + dockerd (if none runs) + the offline base image (root; docker-stop stops it)
 #
 # Each step ends with a JSON report of what is installed and whether it imports.
 # Environment: PYTHON (interpreter to build venvs from; default python3.11), LTS_SKIP_MODEL=1 (no tiny model).
@@ -138,11 +139,79 @@ setup_system() {
   printf '{"system": {"bwrap": "%s", "git": "%s"}}\n' "$(bwrap --version 2>/dev/null | head -1)" "$(git --version)"
 }
 
+# --- docker: a Docker engine and the offline base image (docs/sandbox.md "Docker backend") ---------
+# Installs docker.io + debootstrap, starts dockerd when none answers (without touching the host
+# network: no bridge, no iptables; log state/logs/dockerd.log, pid state/docker/dockerd.pid, stop it
+# with `bash setup.sh docker-stop`), then builds the base image lts/base:bookworm offline from the
+# Debian mirror apt is configured with (debootstrap + docker import). Skips whatever already exists.
+DOCKER_BASE_IMAGE="${LTS_DOCKER_BASE_IMAGE:-lts/base:bookworm}"
+DOCKER_BASE_PACKAGES="python3,python3-pytest,git,patch,procps"
+DOCKERD_PIDFILE="$ROOT/state/docker/dockerd.pid"
+
+debian_mirror() {  # the first non-security Debian URI apt uses (LTS_DEBIAN_MIRROR overrides)
+  if [[ -n "${LTS_DEBIAN_MIRROR:-}" ]]; then echo "$LTS_DEBIAN_MIRROR"; return; fi
+  { cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null || true; } \
+    | awk '/^URIs:/ {print $2} /^deb / {for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /\]$/) {print $i; break}}' \
+    | { grep -v security || true; } | head -1
+}
+
+setup_docker() {
+  [[ "$(id -u)" == "0" ]] || die "setup.sh docker needs root (apt-get install, dockerd)"
+  local missing=() p
+  for p in docker.io debootstrap; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    echo "[setup] apt-get install ${missing[*]}"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null \
+      || die "apt-get install ${missing[*]} failed"
+  fi
+  if docker info >/dev/null 2>&1; then
+    echo "[setup] a Docker engine answers ($(docker info --format '{{.ServerVersion}}'))"
+  else
+    mkdir -p "$ROOT/state/logs" "$ROOT/state/docker"
+    echo "[setup] starting dockerd (log state/logs/dockerd.log)"
+    setsid dockerd --pidfile "$DOCKERD_PIDFILE" --bridge=none --iptables=false --ip6tables=false \
+      --ip-forward=false --ip-masq=false --userland-proxy=false >>"$ROOT/state/logs/dockerd.log" 2>&1 </dev/null &
+    for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
+    docker info >/dev/null 2>&1 || die "dockerd did not answer within 30 s; see state/logs/dockerd.log"
+  fi
+  local mirror key
+  mirror="$(debian_mirror)"
+  [[ -n "$mirror" ]] || die "no Debian mirror found in /etc/apt/sources.list* (set LTS_DEBIAN_MIRROR)"
+  key="$(printf '%s\n' "$mirror" bookworm minbase "$DOCKER_BASE_PACKAGES" | sha256sum | cut -c1-16)"
+  if [[ "$(docker image inspect -f '{{index .Config.Labels "lts.base.key"}}' "$DOCKER_BASE_IMAGE" 2>/dev/null)" == "$key" ]]; then
+    echo "[setup] base image $DOCKER_BASE_IMAGE is up to date"
+  else
+    local rootfs; rootfs="$(mktemp -d /tmp/lts-rootfs.XXXXXX)"
+    echo "[setup] building $DOCKER_BASE_IMAGE offline: debootstrap bookworm from $mirror (about a minute)"
+    debootstrap --variant=minbase --include="$DOCKER_BASE_PACKAGES" bookworm "$rootfs" "$mirror" \
+      >"$ROOT/state/logs/debootstrap.log" 2>&1 || { rm -rf "$rootfs"; die "debootstrap failed; see state/logs/debootstrap.log"; }
+    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+    tar -C "$rootfs" -c . | docker import --change "LABEL lts.base.key=$key" --change 'CMD ["/bin/bash"]' \
+      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$DOCKER_BASE_IMAGE" >/dev/null \
+      || { rm -rf "$rootfs"; die "docker import failed"; }
+    rm -rf "$rootfs"
+  fi
+  printf '{"docker": {"server": "%s", "base_image": "%s", "python": "%s"}}\n' "$(docker info --format '{{.ServerVersion}}')" \
+    "$DOCKER_BASE_IMAGE" "$(docker run --rm --network none "$DOCKER_BASE_IMAGE" python3 -c 'import platform, pytest; print(platform.python_version())')"
+}
+
+docker_stop() {  # stops the dockerd that `setup.sh docker` started (never another one)
+  if [[ -f "$DOCKERD_PIDFILE" ]] && kill -0 "$(cat "$DOCKERD_PIDFILE")" 2>/dev/null; then
+    local pid; pid="$(cat "$DOCKERD_PIDFILE")"
+    kill "$pid"; for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    echo "[setup] dockerd ($pid) stopped"
+  else
+    echo "[setup] no dockerd started by setup.sh is running"
+  fi
+}
+
 case "${1:-}" in
   control) setup_control ;;
   runtime) setup_runtime ;;
   system) setup_system ;;
   agent) setup_agent ;;
+  docker) setup_docker ;;
+  docker-stop) docker_stop ;;
   all)
     if [[ "$(id -u)" == "0" ]]; then setup_system; else echo "[setup] not root: skipping system packages (run: sudo bash setup.sh system)"; fi
     setup_control; setup_runtime; setup_agent ;;

@@ -9,6 +9,13 @@
         Synthesise SWE-style tasks from any local Python repository.
     prepare_sandbox.py write-micro [--dest datasets/micro]
         Regenerate the micro task set from services/tasks/micro.py.
+    prepare_sandbox.py write-swebench-sample [--dest datasets/swebench-sample]
+        Regenerate the sample set in the public Harbor / SWE-bench layout (services/tasks/swebench_sample.py).
+
+    --backend docker: tasks whose repo lives in their image (environment/Dockerfile or
+    [environment].docker_image; public Harbor tasks) get their image built and history-scrubbed on
+    the Docker host (DOCKER_HOST); --validate then runs in sandboxes of the sandbox manager
+    (--sandbox manager, the default with docker), which must run with its docker backend.
 """
 
 from __future__ import annotations
@@ -29,11 +36,14 @@ def _manager_factory():
     from services.sandbox.client import SandboxManagerClient
     clients: dict = {}
 
-    async def factory(base_dir):
+    async def factory(base):
+        from .prepare import ImageRef
         loop = asyncio.get_running_loop()  # one HTTP client per event loop (one per target)
         if loop not in clients:
             clients[loop] = SandboxManagerClient.from_config()
-        return await clients[loop].create(base_dir)
+        if isinstance(base, ImageRef):   # docker backend: the task's scrubbed image
+            return await clients[loop].create(image=str(base))
+        return await clients[loop].create(base)
     return factory
 
 
@@ -61,23 +71,22 @@ def cmd_prepare(argv: list[str]) -> int:
     ap.add_argument("--force", action="store_true", help="rebuild / revalidate even if up to date")
     ap.add_argument("--split", help="only this split of a manifest (e.g. train, heldout)")
     ap.add_argument("--only", action="append", help="real: only these packages (repeatable)")
-    ap.add_argument("--backend", default="local", choices=["local", "docker"])
-    ap.add_argument("--sandbox", default="host",
-                    help="sandbox for --validate: 'host' (dev fallback, NO isolation), 'manager' "
-                         "(services.sandbox, untested here) or module:callable")
+    ap.add_argument("--backend", default="local", choices=["local", "docker"],
+                    help="docker: build and scrub task images on the Docker host (default: %(default)s)")
+    ap.add_argument("--sandbox", default=None,
+                    help="sandbox for --validate: 'host' (dev fallback, NO isolation; default with the local "
+                         "backend), 'manager' (services.sandbox, config/harbor.yaml `sandbox:`; default with "
+                         "docker) or module:callable")
     ap.add_argument("--verifier-timeout", type=float, help="override [verifier].timeout_sec")
     ap.add_argument("--strict", action="store_true", help="exit 1 when any task is excluded")
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
-    if a.backend == "docker":
-        print("prepare_sandbox.py: --backend docker is not implemented yet; every task ships "
-              "environment/Dockerfile (context: the scrubbed base as repo/).", file=sys.stderr)
-        return 2
+    sandbox = a.sandbox or ("manager" if a.backend == "docker" else "host")
 
     from .prepare import prepare_tasks
     from .task import load_dataset
 
-    factory = _factory(a.sandbox) if a.validate else None
+    factory = _factory(sandbox) if a.validate else None
     excluded = 0
     for target in a.targets:
         if target == "micro":
@@ -93,7 +102,7 @@ def cmd_prepare(argv: list[str]) -> int:
         manifest = asyncio.run(prepare_tasks(
             ds.tasks, a.out, validate=a.validate, factory=factory, jobs=a.jobs, force=a.force,
             load_errors=ds.errors, progress=not a.no_progress, verifier_timeout=a.verifier_timeout,
-            dataset=name, prune=a.split is None))
+            dataset=name, prune=a.split is None, backend=a.backend))
         excluded += sum(1 for e in manifest["tasks"].values() if e.get("excluded") and e.get("dataset") == name)
     return 1 if (a.strict and excluded) else 0
 
@@ -135,8 +144,20 @@ def cmd_write_micro(argv: list[str]) -> int:
     return 0
 
 
+def cmd_write_swebench_sample(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="prepare_sandbox.py write-swebench-sample")
+    ap.add_argument("--dest", type=Path, default=DATASETS_DIR / "swebench-sample")
+    a = ap.parse_args(argv)
+    from .swebench_sample import write_sample
+    tasks = write_sample(a.dest)
+    print(f"{len(tasks)} SWE-bench-style tasks written to {a.dest}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "write-swebench-sample":
+        return cmd_write_swebench_sample(argv[1:])
     if argv and argv[0] == "synth":
         return cmd_synth(argv[1:])
     if argv and argv[0] == "write-micro":

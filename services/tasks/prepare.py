@@ -15,7 +15,10 @@ Re-runs are idempotent: a task whose ``task_hash`` is unchanged, whose base stil
 (with ``--validate``) that was already validated is skipped (``--force`` redoes it). With ``prune``,
 entries of the same dataset that are no longer in it are dropped.
 
-Validation uses any sandbox: ``factory(base_dir) -> Sandbox`` (awaitable). The dev default is
+Validation uses any sandbox: ``factory(base) -> Sandbox`` (awaitable), where ``base`` is the base
+directory, or an :class:`ImageRef` (the scrubbed task image) for tasks whose repo lives inside their
+image (public Harbor layout, ``backend="docker"``: ``base`` in the manifest is then ``{"image",
+"commit", "tree", "workdir", "env_image"}``; see services.sandbox.docker_images). The dev default is
 ``services.tasks.hostsandbox.host_sandbox_factory``; the sandbox manager's client plugs in here.
 """
 
@@ -36,8 +39,18 @@ from .task import Task, TaskError, combined_hash
 from .verifier import verify
 from .workspace import build_base, changed_blobs, check_history
 
-SandboxFactory = Callable[[Path], Awaitable[Sandbox]]
+class ImageRef(str):
+    """A docker image name handed to a sandbox factory instead of a base directory."""
+
+
+SandboxFactory = Callable[[Path | ImageRef], Awaitable[Sandbox]]
 MANIFEST_VERSION = 1
+
+
+def base_of(entry: dict[str, Any]) -> Path | ImageRef:
+    """What a sandbox factory gets for a manifest entry: the base dir or the task image."""
+    base = entry["base"]
+    return ImageRef(base["image"]) if base.get("image") else Path(base["dir"])
 
 
 @dataclass
@@ -68,7 +81,7 @@ async def run_gold_solution(sandbox: Sandbox, task: Task, timeout: float = 300) 
     return r.exit_code == 0 and not r.timed_out, r.output[-1000:]
 
 
-async def validate_task(task: Task, base_dir: Path, factory: SandboxFactory,
+async def validate_task(task: Task, base_dir: Path | ImageRef, factory: SandboxFactory,
                         verifier_timeout: float | None = None) -> Validation:
     """Gold solution must score 1, the untouched workspace 0, and the workspace's git must hold
     no commit but the base and no object of the solution or the hidden tests."""
@@ -129,8 +142,26 @@ def save_manifest(out_dir: Path, manifest: dict[str, Any]) -> Path:
 def _source_of(task: Task) -> dict[str, Any]:
     src = task.workspace_source()
     info = {"task_dir": str(task.path), "source": task.config.source}
-    info.update({k: str(v) for k, v in src.items()})
+    info.update({k: str(v) for k, v in src.items() if v is not None})
     return info
+
+
+def _image_present(docker: Any, base: dict[str, Any]) -> bool:
+    """A scrubbed image of the current scrub version is on the Docker host."""
+    from services.sandbox.docker_images import SCRUB_VERSION
+    image = base.get("image")
+    if not image or base.get("scrub_version") != SCRUB_VERSION:
+        return False
+    try:
+        docker.images.get(image)
+        return True
+    except Exception:  # noqa: BLE001 - docker.errors.ImageNotFound
+        return False
+
+
+def _build_image_base(task: Task, docker: Any) -> dict[str, Any]:
+    from services.sandbox.docker_images import task_image
+    return task_image(docker, task)
 
 
 def _progress(total: int, desc: str, enabled: bool):
@@ -149,8 +180,11 @@ async def prepare_tasks(tasks: list[Task], out_dir: Path, *, validate: bool = Fa
                         factory: SandboxFactory | None = None, jobs: int = 2, force: bool = False,
                         load_errors: list[tuple[Path, str]] = (), progress: bool = True,
                         verifier_timeout: float | None = None, dataset: str | None = None,
-                        prune: bool = False, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Build (and validate) every task; update and return the manifest. See module docstring."""
+                        prune: bool = False, log: Callable[[str], None] = print,
+                        backend: str = "local", docker: Any = None) -> dict[str, Any]:
+    """Build (and validate) every task; update and return the manifest. See module docstring.
+    ``backend="docker"``: tasks whose repo lives in their image get their scrubbed image built
+    (``docker``: a Docker SDK client; default from the environment); the others a base dir."""
     out_dir = Path(out_dir)
     bases = out_dir / "bases"
     bases.mkdir(parents=True, exist_ok=True)
@@ -170,6 +204,9 @@ async def prepare_tasks(tasks: list[Task], out_dir: Path, *, validate: bool = Fa
     sem = asyncio.Semaphore(max(1, jobs))
     bar = _progress(len(tasks), "validate" if validate else "prepare", progress)
     counts = {"cached": 0, "built": 0, "validated": 0, "excluded": 0}
+    if backend == "docker" and docker is None and any(t.in_image for t in tasks):
+        from services.sandbox.docker_images import docker_client
+        docker = docker_client()
 
     async def one(task: Task) -> None:
         async with sem:
@@ -177,23 +214,37 @@ async def prepare_tasks(tasks: list[Task], out_dir: Path, *, validate: bool = Fa
             task_hash = combined_hash(files)
             old = entries.get(task.slug, {})
             base_dir = bases / task.slug
-            fresh = (not force and old.get("task_hash") == task_hash and base_dir.is_dir()
+            in_image = task.in_image
+            if in_image and backend != "docker":
+                entry = {"name": task.name, "path": str(task.path), "dataset": dataset, "files": files,
+                         "task_hash": task_hash, "excluded": True,
+                         "reason": "the repo lives inside the task's image (environment/Dockerfile or "
+                                   "[environment].docker_image): needs --backend docker"}
+                entries[task.slug] = entry
+                counts["excluded"] += 1
+                bar.update(1)
+                return
+            have_base = (_image_present(docker, old.get("base", {})) if in_image else base_dir.is_dir())
+            fresh = (not force and old.get("task_hash") == task_hash and have_base and old.get("backend", "local") == backend
                      and old.get("base", {}).get("commit") and (not validate or old.get("validation")))
             if fresh:
                 counts["cached"] += 1
                 entry = old
             else:
-                entry = {"name": task.name, "path": str(task.path), "dataset": dataset,
+                entry = {"name": task.name, "path": str(task.path), "dataset": dataset, "backend": backend,
                          "files": files, "task_hash": task_hash, "excluded": False, "reason": None}
                 try:
                     entry["source"] = _source_of(task)
-                    entry["base"] = await asyncio.to_thread(build_base, task, base_dir)
+                    if in_image:
+                        entry["base"] = await asyncio.to_thread(_build_image_base, task, docker)
+                    else:
+                        entry["base"] = await asyncio.to_thread(build_base, task, base_dir)
                     counts["built"] += 1
                 except (TaskError, RuntimeError, OSError) as e:
                     entry.update(excluded=True, reason=f"base build failed: {e}")
                 if validate and not entry["excluded"]:
                     try:
-                        val = await validate_task(task, base_dir, factory, verifier_timeout)
+                        val = await validate_task(task, base_of(entry), factory, verifier_timeout)
                         entry["validation"] = val.to_dict()
                         counts["validated"] += 1
                         if not val.ok:

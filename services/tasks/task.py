@@ -4,12 +4,16 @@ A task directory (Harbor format)::
 
     instruction.md            prompt for the agent
     task.toml                 TaskConfig (services.tasks.config)
-    environment/              Dockerfile / docker-compose.yaml (docker backend) and, for the local
-                              backend, the workspace source: environment/repo/ (a snapshot of the
-                              repository at the base commit) or environment/repo.json
-                              ({"git": "<local checkout>", "commit": "<sha>"})
+    environment/              the workspace source, one of:
+                              * environment/repo/ (a snapshot of the repository at the base commit)
+                                or environment/repo.json ({"git": "<local checkout>", "commit": "<sha>"}):
+                                the project's own layout, for every backend;
+                              * environment/Dockerfile, or [environment].docker_image in task.toml:
+                                the public Harbor layout (SWE-bench Verified): the repo lives inside
+                                the image at its WORKDIR (e.g. /testbed); docker backend only
     tests/test.sh             verifier script, uploaded to /tests only after the agent finished
-    tests/config.json         (SWE-style tasks) FAIL_TO_PASS / PASS_TO_PASS and the test command
+    tests/config.json         (SWE-style tasks) FAIL_TO_PASS / PASS_TO_PASS (+ test_cmd / test_files
+                              in the project's own tasks; a SWE-bench record has neither)
     solution/solve.sh         reference solution (the "oracle"), uploaded to /solution
 
 Every problem is reported as a :class:`TaskError` naming the file and the field.
@@ -38,7 +42,7 @@ class TaskError(ValueError):
         super().__init__(f"{Path(task_dir).name}/{where}: {message}")
 
 
-SWE_REQUIRED_KEYS = ("FAIL_TO_PASS", "PASS_TO_PASS", "test_cmd", "test_files")
+SWE_REQUIRED_KEYS = ("FAIL_TO_PASS", "PASS_TO_PASS")
 
 
 @dataclass
@@ -72,7 +76,9 @@ class Task:
         return float(self.config.verifier.timeout_sec)
 
     def workspace_source(self) -> dict[str, Any]:
-        """Where the workspace (lower layer) comes from: {"dir": Path} or {"git": Path, "commit": sha}."""
+        """Where the workspace comes from: {"dir": Path} or {"git": Path, "commit": sha} (a host
+        directory: the local backend's lower layer), or {"image": Dockerfile path or image name,
+        "workdir": path or None} (the repo inside the task's image; docker backend)."""
         repo_dir = self.path / "environment" / "repo"
         repo_json = self.path / "environment" / "repo.json"
         if repo_dir.is_dir():
@@ -86,8 +92,17 @@ class Task:
             if not git.is_absolute():
                 git = (self.path / "environment" / git).resolve()
             return {"git": git, "commit": spec["commit"]}
-        raise TaskError(self.path, "environment/", "no workspace source for the local backend "
-                        "(expected environment/repo/ or environment/repo.json)")
+        dockerfile = self.path / "environment" / "Dockerfile"
+        if dockerfile.is_file() or self.config.environment.docker_image:
+            return {"image": str(dockerfile) if dockerfile.is_file() else self.config.environment.docker_image,
+                    "workdir": self.config.environment.workdir}
+        raise TaskError(self.path, "environment/", "no workspace source (expected environment/repo/, "
+                        "environment/repo.json, environment/Dockerfile or [environment].docker_image)")
+
+    @property
+    def in_image(self) -> bool:
+        """The workspace lives inside the task's image (public Harbor layout; docker backend only)."""
+        return "image" in self.workspace_source()
 
     def file_hashes(self) -> dict[str, str]:
         """sha256 of every file of the task (relative path -> hex digest)."""
@@ -174,11 +189,16 @@ def load_task(path: str | Path) -> Task:
             if key not in swe:
                 raise TaskError(d, "tests/config.json", "missing", key)
         for key in ("FAIL_TO_PASS", "PASS_TO_PASS", "test_files"):
-            if not isinstance(swe[key], list) or not all(isinstance(t, str) for t in swe[key]):
+            if isinstance(swe.get(key), str):   # SWE-bench records hold these lists as JSON strings
+                try:
+                    swe[key] = json.loads(swe[key])
+                except json.JSONDecodeError:
+                    raise TaskError(d, "tests/config.json", "must be a list of strings", key) from None
+            if key in swe and (not isinstance(swe[key], list) or not all(isinstance(t, str) for t in swe[key])):
                 raise TaskError(d, "tests/config.json", "must be a list of strings", key)
         if not swe["FAIL_TO_PASS"]:
             raise TaskError(d, "tests/config.json", "must name at least one test", "FAIL_TO_PASS")
-        if not isinstance(swe["test_cmd"], list) or not swe["test_cmd"]:
+        if "test_cmd" in swe and (not isinstance(swe["test_cmd"], list) or not swe["test_cmd"]):
             raise TaskError(d, "tests/config.json", "must be a non-empty list (argv)", "test_cmd")
 
     task = Task(path=d.resolve(), config=config, instruction=instruction, warnings=warnings, swe=swe)

@@ -1,20 +1,34 @@
-"""``DockerBackend``: one container per sandbox through the Docker SDK (docker>=7).
+"""``DockerBackend``: one container per sandbox on a real Docker engine (Docker SDK, docker>=7).
+
+The sandbox's image is the request's ``image`` (a task image built by
+``services.sandbox.docker_images``, or any local image), else ``docker.default_image``. The
+workspace is the image's WORKDIR (``/testbed`` for SWE-bench images); when it is not
+``/workspace``, ``/workspace`` is a symlink to it, so every caller's ``/workspace`` paths work.
+A request's ``base_dir`` (the local backend's task layout) is copied into the workspace.
 
 Each container: ``network_mode="none"``, memory/pids/CPU limits, ``cap_drop=["ALL"]``,
-``no-new-privileges``, a non-root user, a size-capped tmpfs /tmp, and ``sleep infinity`` as
-its main process; commands run with ``docker exec`` under ``timeout -s KILL``. Past the
-timeout (setsid children can outlive ``timeout``) every process of the sandbox user is
-killed with ``kill -9 -1`` through the API; ``destroy`` kills and removes the container
+``no-new-privileges``, the configured user (``docker.user``; null = the image's own user, root
+for SWE-bench images, still without any capability; a configured user must own the image's
+WORKDIR, since no capability is left to chown it), a size-capped tmpfs /tmp, nofile/fsize/core
+ulimits, a writable-layer size cap where the engine supports one (xfs with pquota), read-only
+binds of allowed host paths (``docker.bind_sources``: the ModelService socket) and
+``sleep infinity`` as its main process. Commands run with ``docker exec`` under
+``timeout -s KILL``; past the timeout (setsid children can outlive ``timeout``) every process but
+PID 1 is killed with ``kill -9 -1`` through the API. ``destroy`` kills and removes the container
 through the API (killing the SDK call would leave it running: shared doc §3.5).
-Containers carry labels ``lts.sandbox=<id>`` and ``lts.worker=<name>`` so leftovers of a
-dead manager are found and removed at start.
+
+Containers carry labels ``lts.sandbox=<id>`` and ``lts.worker=<name>``: after a restart (also
+after kill -9 of the manager) ``start`` finds them, the manager adopts those it still has live
+records of and destroys the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import os
+import posixpath
 import tarfile
 import time
 from typing import Any
@@ -22,60 +36,119 @@ from typing import Any
 from ..errors import BadRequest, NotFound, SandboxError
 from .base import Backend, ExecOutput, ExecRequest, SandboxSpec
 
+log = logging.getLogger(__name__)
+
+WORKSPACE = "/workspace"
+STDIN_DIR = "/.lts-stdin"   # in the container's own layer: the archive API cannot write into its tmpfs /tmp
+
 
 class DockerBackend(Backend):
     name = "docker"
+    supports_binds = True
 
-    def __init__(self, client: Any, worker_name: str = "local", default_image: str = "python:3.11-slim",
-                 user: str = "65534:65534", workdir: str = "/workspace"):
+    def __init__(self, client: Any, worker_name: str = "local", default_image: str = "lts/base:bookworm",
+                 user: str | None = None, workdir: str = WORKSPACE, bind_sources: list[str] | None = None):
         self.docker = client
         self.worker_name = worker_name
         self.default_image = default_image
-        self.user = user
+        self.user = user or None
         self.workdir = workdir
+        self.bind_sources = [os.path.realpath(p) for p in (bind_sources or [])]
         self.containers: dict[str, Any] = {}
+        self._workdirs: dict[str, str] = {}    # image -> workspace dir inside it
+        self._storage_opt: bool | None = None  # does the engine cap a container's writable layer?
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "DockerBackend":
         import docker
+        from ..config import resolve
         d = config.get("docker") or {}
         client = docker.DockerClient(base_url=d["base_url"]) if d.get("base_url") else docker.from_env()
-        return cls(client, str(config.get("worker_name", "local")), d.get("default_image", "python:3.11-slim"),
-                   d.get("user", "65534:65534"), d.get("workdir", "/workspace"))
+        sources = d.get("bind_sources", ["state/modelservice"])
+        return cls(client, str(config.get("worker_name", "local")), d.get("default_image") or "lts/base:bookworm",
+                   d.get("user"), d.get("workdir") or WORKSPACE, [str(resolve(p)) for p in sources or []])
 
     def _labels(self, sandbox_id: str) -> dict[str, str]:
         return {"lts.sandbox": sandbox_id, "lts.worker": self.worker_name}
 
     async def start(self) -> None:
+        """Find this worker's containers of a previous run (the manager adopts or destroys them)."""
         await asyncio.to_thread(self.docker.ping)
-        stale = await asyncio.to_thread(self.docker.containers.list, all=True,
+        found = await asyncio.to_thread(self.docker.containers.list, all=True,
                                         filters={"label": f"lts.worker={self.worker_name}"})
-        for c in stale:
-            await asyncio.to_thread(c.remove, force=True)
+        for c in found:
+            sid = (c.labels or {}).get("lts.sandbox")
+            if sid and getattr(c, "status", "running") == "running":
+                self.containers[sid] = c
+            else:
+                await asyncio.to_thread(c.remove, force=True)
+
+    def _image_workdir(self, image: str) -> str:
+        if image not in self._workdirs:
+            from docker.errors import ImageNotFound
+            try:
+                attrs = self.docker.images.get(image).attrs
+            except ImageNotFound:
+                raise BadRequest(f"image {image!r} is not on the Docker host (there is no registry to pull from: "
+                                 "build it first, e.g. prepare_sandbox.py TASKS --backend docker)") from None
+            wd = ((attrs.get("Config") or {}).get("WorkingDir") or "").rstrip("/")
+            self._workdirs[image] = wd or self.workdir
+        return self._workdirs[image]
+
+    def _supports_storage_opt(self) -> bool:
+        if self._storage_opt is None:
+            info = self.docker.info()
+            status = dict(info.get("DriverStatus") or [])
+            self._storage_opt = info.get("Driver") == "overlay2" and status.get("Backing Filesystem") == "xfs"
+        return self._storage_opt
+
+    def _check_binds(self, binds: list[dict[str, str]]) -> dict[str, dict[str, str]]:
+        volumes = {}
+        for b in binds or []:
+            src, target = os.path.realpath(b.get("source", "")), posixpath.normpath(b.get("target", ""))
+            if not os.path.exists(src):
+                raise BadRequest(f"bind source {b.get('source')!r} does not exist")
+            if not any(src == root or src.startswith(root + "/") for root in self.bind_sources):
+                raise BadRequest(f"bind source {src} is not under an allowed directory "
+                                 f"(config docker.bind_sources: {self.bind_sources})")
+            if not target.startswith("/") or target in ("/", WORKSPACE):
+                raise BadRequest(f"bad bind target {b.get('target')!r}")
+            volumes[src] = {"bind": target, "mode": "ro"}
+        return volumes
 
     async def create(self, sandbox_id: str, spec: SandboxSpec) -> dict[str, Any]:
         lim = spec.limits
         from docker.types import Ulimit
-        kwargs = dict(
-            command=["sleep", "infinity"], detach=True, name=f"lts-{self.worker_name}-{sandbox_id}",
-            labels=self._labels(sandbox_id), network_mode="none", user=self.user, working_dir=self.workdir,
+        image = spec.image if spec.image and spec.image != "local" else self.default_image
+        workdir = await asyncio.to_thread(self._image_workdir, image)
+        fsize = lim.file_size_mb * 1024 * 1024
+        kwargs: dict[str, Any] = dict(
+            command=["sleep", "infinity"], entrypoint=[], detach=True, name=f"lts-{self.worker_name}-{sandbox_id}",
+            labels=self._labels(sandbox_id), network_mode="none", working_dir=workdir,
             mem_limit=f"{lim.memory_mb}m", memswap_limit=f"{lim.memory_mb}m", nano_cpus=int(lim.cpus * 1e9),
             pids_limit=lim.pids, cap_drop=["ALL"], security_opt=["no-new-privileges"], init=False,
             tmpfs={"/tmp": f"size={lim.disk_mb}m,mode=1777"}, environment=dict(spec.env),
+            volumes=self._check_binds(spec.binds),
             ulimits=[Ulimit(name="nofile", soft=lim.nofile, hard=lim.nofile),
-                     Ulimit(name="fsize", soft=lim.file_size_mb * 1024 * 1024, hard=lim.file_size_mb * 1024 * 1024),
-                     Ulimit(name="core", soft=0, hard=0)])
-        container = await asyncio.to_thread(self.docker.containers.run, spec.image or self.default_image, **kwargs)
+                     Ulimit(name="fsize", soft=fsize, hard=fsize), Ulimit(name="core", soft=0, hard=0)])
+        if self.user:
+            kwargs["user"] = self.user
+        if await asyncio.to_thread(self._supports_storage_opt):
+            kwargs["storage_opt"] = {"size": f"{lim.disk_mb}m"}
+        container = await asyncio.to_thread(self.docker.containers.run, image, **kwargs)
         self.containers[sandbox_id] = container
         try:
-            await self._as_root(container, ["mkdir", "-p", self.workdir])
-            await self._as_root(container, ["chown", self.user, self.workdir])
+            setup = f"mkdir -p {workdir} {STDIN_DIR} && chmod 1777 {STDIN_DIR}"
+            if workdir != WORKSPACE:
+                setup += f" && {{ [ -e {WORKSPACE} ] || ln -s {workdir} {WORKSPACE}; }}"
+            await self._as_root(container, ["/bin/sh", "-c", setup])
             if spec.base_dir:
-                await asyncio.to_thread(container.put_archive, self.workdir, _tar_dir(spec.base_dir, self.user))
+                await asyncio.to_thread(container.put_archive, workdir, _tar_dir(spec.base_dir, self.user))
         except BaseException:
             await self.destroy(sandbox_id)
             raise
-        return {"host_name": os.uname().nodename, "host_ip": "127.0.0.1", "container": container.id}
+        return {"host_name": os.uname().nodename, "host_ip": "127.0.0.1", "container": container.id,
+                "image": image, "workdir": workdir}
 
     async def _as_root(self, container: Any, argv: list[str]) -> None:
         rc, out = await asyncio.to_thread(container.exec_run, argv, user="0:0")
@@ -91,15 +164,17 @@ class DockerBackend(Backend):
     async def exec(self, sandbox_id: str, req: ExecRequest) -> ExecOutput:
         container = self._get(sandbox_id)
         argv = req.argv
+        user = self.user or ""
         if req.stdin is not None:   # stdin travels as a file (exec_start has no simple stdin stream)
-            name = f".lts-stdin-{time.monotonic_ns()}"
-            await asyncio.to_thread(container.put_archive, "/tmp", _tar_file(name, req.stdin, self.user))
-            argv = ["/bin/sh", "-c", f'"$@" < /tmp/{name}; rc=$?; rm -f /tmp/{name}; exit $rc', "sh", *req.argv]
+            name = f"stdin-{time.monotonic_ns()}"
+            await asyncio.to_thread(container.put_archive, STDIN_DIR, _tar_file(name, req.stdin, self.user))
+            path = f"{STDIN_DIR}/{name}"
+            argv = ["/bin/sh", "-c", f'"$@" < {path}; rc=$?; rm -f {path}; exit $rc', "sh", *req.argv]
         argv = ["timeout", "-s", "KILL", str(max(1, int(req.timeout + 0.999))), *argv]
         api = self.docker.api
         start = time.monotonic()
         exec_id = await asyncio.to_thread(api.exec_create, container.id, argv, stdout=True, stderr=True,
-                                          workdir=req.cwd, environment=req.env or None, user=self.user)
+                                          workdir=req.cwd, environment=req.env or None, user=user)
         stream = await asyncio.to_thread(api.exec_start, exec_id, stream=True, demux=True)
         keep = req.max_output
         bufs: dict[str, list[bytes]] = {"out": [], "err": []}
@@ -125,8 +200,8 @@ class DockerBackend(Backend):
             await asyncio.wait_for(asyncio.shield(pump_task), req.timeout + 2.0)
         except asyncio.TimeoutError:
             timed_out = True
-            # setsid children survive `timeout`; kill every process of the sandbox user.
-            await asyncio.to_thread(container.exec_run, ["kill", "-9", "-1"], user=self.user)
+            # setsid children survive `timeout`; kill every process of the sandbox but PID 1.
+            await asyncio.to_thread(container.exec_run, ["kill", "-9", "-1"], user=user)
             await asyncio.wait_for(pump_task, 30)
         info = await asyncio.to_thread(api.exec_inspect, exec_id)
         rc = info.get("ExitCode")
@@ -144,7 +219,12 @@ class DockerBackend(Backend):
             await asyncio.to_thread(c.kill)
         except Exception:
             pass  # already stopped
-        await asyncio.to_thread(c.remove, force=True)
+        try:
+            await asyncio.to_thread(c.remove, force=True)
+        except Exception as e:  # noqa: BLE001 - gone already (e.g. removed by hand)
+            from docker.errors import NotFound as DockerNotFound
+            if not isinstance(e, DockerNotFound):
+                raise
 
     async def list_live(self) -> list[str]:
         return list(self.containers)
@@ -153,12 +233,14 @@ class DockerBackend(Backend):
         raise BadRequest("the docker backend cannot reset a workspace; create a new sandbox")
 
 
-def _owner(user: str) -> tuple[int, int]:
-    uid, _, gid = user.partition(":")
+def _owner(user: str | None) -> tuple[int, int]:
+    uid, _, gid = (user or "0:0").partition(":")
+    if not uid.isdigit() or not (gid or uid).isdigit():
+        return 0, 0   # a user name: the tar is owned by root, the sandbox reads it like the image's files
     return int(uid), int(gid or uid)
 
 
-def _tar_dir(path: str, user: str) -> bytes:
+def _tar_dir(path: str, user: str | None) -> bytes:
     uid, gid = _owner(user)
     buf = io.BytesIO()
 
@@ -171,7 +253,7 @@ def _tar_dir(path: str, user: str) -> bytes:
     return buf.getvalue()
 
 
-def _tar_file(name: str, data: bytes, user: str) -> bytes:
+def _tar_file(name: str, data: bytes, user: str | None) -> bytes:
     uid, gid = _owner(user)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tf:
