@@ -7,6 +7,7 @@
 #   bash setup.sh system    # Debian packages the sandboxes need (bubblewrap, ...); needs root
 #   bash setup.sh all       # system (if root) + control + runtime + agent
 #   bash setup.sh docker    # docker.io + dockerd (if none runs) + the offline base image (root; docker-stop stops it)
+#   bash setup.sh harbor    # .venv-harbor: Harbor's own runner (Python 3.12), an outside check of the sandboxes
 #
 # Each step ends with a JSON report of what is installed and whether it imports.
 # Environment: PYTHON (interpreter to build venvs from; default python3.11), LTS_SKIP_MODEL=1 (no tiny model).
@@ -14,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ROOT="$(pwd)"
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
 
 die() { echo "setup.sh: error: $*" >&2; exit 1; }
 
@@ -205,12 +206,37 @@ docker_stop() {  # stops the dockerd that `setup.sh docker` started (never anoth
   fi
 }
 
+# --- harbor: Harbor's own runner in .venv-harbor (Python >= 3.12), to check our sandboxes from outside ---
+setup_harbor() {
+  local venv="$ROOT/.venv-harbor" want py
+  want="$(cat requirements/harbor.txt pyproject.toml | sha256sum | cut -c1-16)"
+  if [[ -f "$venv/.lts-installed" && "$(cat "$venv/.lts-installed")" == "$want" ]]; then
+    echo "[setup] .venv-harbor is up to date"
+  else
+    py="${PYTHON312:-}"
+    for c in "$py" "$HOME/.pyenv/versions/3.12.1/bin/python3.12" python3.13 python3.12; do
+      if [[ -n "$c" ]] && "$c" -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1; then py="$c"; break; fi
+      py=""
+    done
+    [[ -n "$py" ]] || die "Harbor needs Python >= 3.12 (set PYTHON312=/path/to/python3.12)"
+    [[ -x "$venv/bin/python" ]] || "$py" -m venv "$venv"
+    echo "[setup] installing requirements/harbor.txt into .venv-harbor (Harbor, ~470 MB)"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    "$venv/bin/python" -m pip install -q -r requirements/harbor.txt || die "pip install -r requirements/harbor.txt failed"
+    "$venv/bin/python" -m pip install -q --no-deps -e . || die "could not install the project into .venv-harbor"
+    echo "$want" > "$venv/.lts-installed"
+  fi
+  printf '{"venv": ".venv-harbor", "harbor": "%s"}\n' \
+    "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("harbor"))' 2>/dev/null || echo MISSING)"
+}
+
 case "${1:-}" in
   control) setup_control ;;
   runtime) setup_runtime ;;
   system) setup_system ;;
   agent) setup_agent ;;
   docker) setup_docker ;;
+  harbor) setup_harbor ;;
   docker-stop) docker_stop ;;
   all)
     if [[ "$(id -u)" == "0" ]]; then setup_system; else echo "[setup] not root: skipping system packages (run: sudo bash setup.sh system)"; fi

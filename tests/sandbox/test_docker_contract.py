@@ -1,6 +1,7 @@
-"""Contract test of the docker backend with a fake Docker SDK client (no engine runs here):
+"""Contract test of the docker backend with a fake Docker SDK client (the SDK calls it makes):
 the container is created locked down, commands run as the sandbox user under a timeout,
-timeouts kill every process of the user through the API, and destroy kills + removes."""
+timeouts kill every process of the user through the API, and destroy kills + removes.
+The same backend on a real engine: tests/dockerhost/."""
 
 from __future__ import annotations
 
@@ -96,8 +97,19 @@ class FakeDocker:
                 return []
         self.containers = Containers()
 
+        class Image:
+            attrs = {"Config": {"WorkingDir": ""}}   # no WORKDIR: the backend's /workspace
+
+        class Images:
+            def get(self, name):
+                return Image()
+        self.images = Images()
+
     def ping(self):
         return True
+
+    def info(self):
+        return {"Driver": "overlay2", "DriverStatus": [["Backing Filesystem", "extfs"]]}
 
 
 def test_docker_backend_contract(tmp_path):
@@ -136,5 +148,5 @@ def test_docker_backend_contract(tmp_path):
     assert flood.truncated and len(flood.stdout) == 5000
     assert hang.timed_out and hang.exit_code == -1
     assert (["kill", "-9", "-1"], "1000:1000") in c.exec_runs      # timeout kills the whole user via the API
-    assert any(p == "/tmp" for p, _ in c.archives[1:])              # stdin travelled as a file
+    assert any(p == "/.lts-stdin" for p, _ in c.archives[1:])       # stdin travelled as a file
     assert c.killed and c.removed

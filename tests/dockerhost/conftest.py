@@ -1,0 +1,143 @@
+"""Fixtures for tests with real containers on a real Docker engine (`bash setup.sh docker`).
+
+Without a usable engine (or without the base image) these tests skip, except under ``CI=true``,
+where they fail: CI installs and starts Docker, so a missing engine there is a bug."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "datasets" / "swebench-sample"
+BASE_IMAGE = "lts/base:bookworm"
+
+
+def _docker_problem() -> str | None:
+    try:
+        import docker
+        client = docker.from_env(timeout=20)
+        client.ping()
+    except Exception as e:  # noqa: BLE001
+        return f"no usable Docker engine ({type(e).__name__}: {e}); run: sudo bash setup.sh docker"
+    try:
+        client.images.get(BASE_IMAGE)
+    except Exception:  # noqa: BLE001
+        return f"base image {BASE_IMAGE} is missing; run: sudo bash setup.sh docker"
+    return None
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    problem = _docker_problem()
+    if problem:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true: {problem}")
+        pytest.skip(problem)
+    import docker
+    return docker.from_env(timeout=300)
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class DockerAdmin:
+    """`python -m services.sandbox admin --backend docker` as a subprocess."""
+
+    dir: Path
+    worker: str
+    port: int
+    key: str = "docker-test-key"
+    proc: subprocess.Popen | None = None
+    lease_s: float = 300
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60) -> "DockerAdmin":
+        self.dir.mkdir(parents=True, exist_ok=True)
+        cfg = {"auth": {"key": self.key},
+               "admin": {"port": self.port, "log_file": str(self.dir / "admin.log")},
+               "worker": {"name": self.worker}, "state_dir": str(self.dir / "state"),
+               "lifecycle": {"reaper_interval_s": 0.5, "lease_s": self.lease_s},
+               "docker": {"bind_sources": [str(self.dir)]}}
+        path = self.dir / "admin.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        log = open(self.dir / "stdout.log", "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "services.sandbox", "admin", "--config", str(path),
+                                      "--backend", "docker", "--port", str(self.port)], cwd=REPO, stdout=log,
+                                     stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"admin exited {self.proc.returncode}: {(self.dir / 'stdout.log').read_text()[-3000:]}")
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop(signal.SIGKILL)
+        raise RuntimeError("docker admin did not come up")
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(60) if self.proc else 0
+
+    def client(self):
+        from services.sandbox.client import SandboxManagerClient
+        return SandboxManagerClient(self.url, self.key)
+
+
+def containers_of(client, worker: str) -> list:
+    return client.containers.list(all=True, filters={"label": f"lts.worker={worker}"})
+
+
+@pytest.fixture(scope="session")
+def docker_admin(docker_client):
+    d = Path(tempfile.mkdtemp(prefix="lts-docker-admin-"))
+    a = DockerAdmin(d, f"dt{os.getpid()}", free_port()).start()
+    yield a
+    assert a.stop() == 0, (d / "stdout.log").read_text()[-3000:]
+    assert containers_of(docker_client, a.worker) == [], "containers left after the admin stopped"
+
+
+@pytest.fixture(scope="session")
+def sample_prep(docker_client, tmp_path_factory):
+    """The sample set's images built and scrubbed (cached by content hash on the engine)."""
+    import asyncio
+
+    from services.tasks.prepare import prepare_tasks
+    from services.tasks.task import load_dataset
+    out = tmp_path_factory.mktemp("prep")
+    ds = load_dataset(SAMPLE)
+    manifest = asyncio.run(prepare_tasks(ds.tasks, out, backend="docker", docker=docker_client, progress=False,
+                                         dataset="swebench-sample"))
+    return ds, out, manifest
+
+
+def manager_factory(client):
+    from services.tasks.prepare import ImageRef
+
+    async def factory(base):
+        if isinstance(base, ImageRef):
+            return await client.create(image=str(base))
+        return await client.create(base)
+    return factory

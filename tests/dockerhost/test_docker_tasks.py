@@ -1,0 +1,131 @@
+"""Public Harbor tasks (SWE-bench layout) on real containers: gold 1 / empty 0 through the sandbox
+manager's docker backend, history scrubbed inside the agent's sandbox, a broken Dockerfile
+excluded with a clear error, kill -9 of the manager with live containers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+from services.tasks.prepare import prepare_tasks
+from services.tasks.task import load_dataset, load_task
+
+from .conftest import SAMPLE, DockerAdmin, containers_of, free_port, manager_factory
+
+
+def _future_commits(task_dir: Path) -> list[str]:
+    """Commits of the task's repository after its base (the fix among them), from its bundle."""
+    base = json.loads((task_dir / "tests" / "config.json").read_text())["base_commit"]
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run(["git", "clone", "-q", str(task_dir / "environment" / "testbed.bundle"), d], check=True)
+        out = subprocess.run(["git", "rev-list", "--all", f"^{base}"], cwd=d, capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_sample_tasks_gold_1_empty_0_history_clean(docker_admin, sample_prep):
+    ds, out, _ = sample_prep
+    assert len(ds.tasks) >= 3
+
+    async def main():
+        async with docker_admin.client() as c:
+            return await prepare_tasks(ds.tasks, out, validate=True, factory=manager_factory(c), backend="docker",
+                                       force=True, progress=False, dataset="swebench-sample")
+    manifest = asyncio.run(main())
+    for t in ds.tasks:
+        e = manifest["tasks"][t.slug]
+        v = e["validation"]
+        assert not e["excluded"], e["reason"]
+        assert (v["gold_reward"], v["empty_reward"], v["history_problems"]) == (1.0, 0.0, []), v
+        assert e["base"]["commit"] == json.loads((t.tests_dir / "config.json").read_text())["base_commit"]
+        assert e["base"]["workdir"] == "/testbed"
+
+
+def test_history_scrubbed_in_agent_sandbox(docker_admin, docker_client, sample_prep):
+    ds, _, manifest = sample_prep
+    task = next(t for t in ds.tasks if "inventory" in t.name)
+    base = manifest["tasks"][task.slug]["base"]
+    future = _future_commits(task.path)
+    assert len(future) == 2   # the fixing commit and a later one
+    # the unscrubbed environment image (what SWE-bench images look like) holds the fix ...
+    raw = docker_client.containers.run(base["env_image"], ["git", "-C", "/testbed", "log", "--all", "--format=%H"],
+                                       network_mode="none", remove=True).decode().split()
+    assert set(future) <= set(raw)
+
+    async def main():
+        async with docker_admin.client() as c:
+            sb = await c.create(image=base["image"])
+            try:
+                probes = " ; ".join(f"git cat-file -e {sha} 2>/dev/null && echo LEAK {sha}" for sha in future)
+                r = await sb.run("pwd -P; git log --all --reflog --format=%H; git for-each-ref --format='%(refname)'; "
+                                 f"ls .git/objects/pack | wc -l; git status --porcelain | wc -l; {probes}; true")
+                return r.output.split()
+            finally:
+                await sb.close()
+    lines = asyncio.run(main())
+    # ... the agent's sandbox, in the image's WORKDIR through /workspace, sees the base commit only
+    assert lines == ["/testbed", base["commit"], "refs/heads/main", "0", "0"], lines
+
+
+def test_broken_dockerfile_is_excluded_with_its_log_and_docker_image_tasks_work(docker_client, sample_prep, tmp_path):
+    ds, _, manifest = sample_prep
+    good = next(t for t in ds.tasks if "stats" in t.name)
+    broken = tmp_path / "tasks" / "broken"
+    shutil.copytree(good.path, broken)
+    (broken / "task.toml").write_text((broken / "task.toml").read_text().replace(
+        'name = "swebench-sample/sample__stats-202"', 'name = "tests/broken-build"'))
+    (broken / "environment" / "Dockerfile").write_text(
+        f"FROM {manifest['tasks'][good.slug]['base']['env_image']}\nRUN echo the-build-step-says-boom && exit 3\n")
+    named = tmp_path / "tasks" / "named"   # [environment].docker_image instead of a Dockerfile
+    shutil.copytree(good.path, named)
+    (named / "environment" / "Dockerfile").unlink()
+    (named / "environment" / "testbed.bundle").unlink()
+    (named / "task.toml").write_text((named / "task.toml").read_text()
+                                     .replace('name = "swebench-sample/sample__stats-202"', 'name = "tests/named-image"')
+                                     .replace("[environment]\n", f"[environment]\ndocker_image = "
+                                              f"\"{manifest['tasks'][good.slug]['base']['env_image']}\"\n"))
+    tasks = [load_task(broken), load_task(named)]
+    m = asyncio.run(prepare_tasks(tasks, tmp_path / "prep", backend="docker", docker=docker_client, progress=False,
+                                  log=lambda s: None))
+    bad, ok = m["tasks"]["tests__broken-build"], m["tasks"]["tests__named-image"]
+    assert bad["excluded"] and "tests/broken-build" in bad["reason"] and "failed to build" in bad["reason"]
+    assert "the-build-step-says-boom" in bad["reason"], bad["reason"]   # the build log's tail
+    assert not ok["excluded"], ok["reason"]
+    assert ok["base"]["commit"] == manifest["tasks"][good.slug]["base"]["commit"]
+
+
+def test_kill9_manager_with_live_containers(docker_client, sample_prep):
+    _, _, manifest = sample_prep
+    image = next(iter(manifest["tasks"].values()))["base"]["image"]
+    d = Path(tempfile.mkdtemp(prefix="lts-docker-kill9-"))
+    port = free_port()
+    a = DockerAdmin(d, f"k9{port}", port).start()
+
+    async def create(n: int, lease_s: float | None = None) -> list[str]:
+        async with a.client() as c:
+            return [(await c.create(image=image, lease_s=lease_s)).sandbox_id for _ in range(n)]
+    kept = asyncio.run(create(2))
+    short = asyncio.run(create(1, lease_s=1))
+    assert len(containers_of(docker_client, a.worker)) == 3
+    a.stop(signal.SIGKILL)
+    assert len(containers_of(docker_client, a.worker)) == 3   # the containers outlive the manager ...
+    import time
+    time.sleep(1.5)          # ... and the short lease runs out while it is down
+    a.start()
+    try:
+        async def after() -> tuple[list[str], str]:
+            async with a.client() as c:
+                listed = sorted(s["sandbox_id"] for s in await c.list() if s.get("state") == "running")
+                sb = await c.attach(kept[0])
+                return listed, (await sb.run("echo alive")).output.strip()
+        listed, alive = asyncio.run(after())
+        assert listed == sorted(kept) and alive == "alive"      # adopted: records and containers agree
+        live = {c.labels["lts.sandbox"] for c in containers_of(docker_client, a.worker)}
+        assert live == set(kept) and short[0] not in live       # the expired one was removed
+    finally:
+        assert a.stop() == 0
+    assert containers_of(docker_client, a.worker) == []
