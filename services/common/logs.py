@@ -22,3 +22,40 @@ def setup_logging(service: str, log_file: str | Path | None, level: str = "INFO"
         fh.setFormatter(fmt)
         root.addHandler(fh)
     return logging.getLogger(service)
+
+
+class RateLimitFilter(logging.Filter):
+    """At most ``burst`` WARNING-or-worse records per message template and ``window_s``; the
+    rest are dropped and counted, and the count is reported with the next record let through.
+    Keeps a flood of failing requests (say, half-sent bodies) from filling the disk."""
+
+    def __init__(self, burst: int = 5, window_s: float = 60.0):
+        super().__init__()
+        self.burst, self.window_s = burst, window_s
+        self._seen: dict[tuple[str, str], tuple[float, int, int]] = {}   # key -> (window start, passed, dropped)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        import time
+        key = (record.name, str(record.msg))
+        now = time.monotonic()
+        start, passed, dropped = self._seen.get(key, (now, 0, 0))
+        if now - start > self.window_s:
+            start, passed = now, 0
+        if passed >= self.burst:
+            self._seen[key] = (start, passed, dropped + 1)
+            return False
+        if dropped:
+            record.msg = f"{record.msg} [{dropped} similar messages suppressed]"
+        self._seen[key] = (start, passed + 1, 0)
+        if len(self._seen) > 10_000:
+            self._seen.clear()
+        return True
+
+
+def rate_limit_errors(burst: int = 5, window_s: float = 60.0) -> None:
+    """Install a RateLimitFilter on every handler of the root logger."""
+    f = RateLimitFilter(burst, window_s)
+    for h in logging.getLogger().handlers:
+        h.addFilter(f)

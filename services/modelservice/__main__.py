@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from services.common.logs import setup_logging
+    from services.common.logs import rate_limit_errors, setup_logging
 
     from . import config as mconfig
     cfg = mconfig.load(args.config)
@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         if v is not None:
             section[key] = v
     log = setup_logging("modelservice", mconfig.resolve(ms.get("log_file")), args.log_level)
+    rate_limit_errors()
     try:
         asyncio.run(serve(cfg, args.harbor_config))
     except Exception as e:
@@ -144,11 +145,13 @@ async def build_state(cfg: dict[str, Any], harbor_config: str | None = None):
         tokenizer = await asyncio.to_thread(sampler.tokenizer)
     renderer = ChatRenderer(tokenizer)
     budgets = load_budgets(harbor_config)
-    recorder = Recorder(renderer, sampler, BudgetGuard(budgets), history=ms.get("history", "splice"),
+    max_chars = ms.get("max_input_chars")
+    recorder = Recorder(renderer, sampler, BudgetGuard(budgets, int(max_chars) if max_chars else None), history=ms.get("history", "splice"),
                         temperature=float(ms.get("temperature", 1.0)), top_p=float(ms.get("top_p", 1.0)),
                         record_requests=bool(ms.get("record_requests", False)))
     tdir = resolve(ms.get("trajectories_dir"))
-    state = ModelServiceState(recorder, sampler.model_name, ms.get("key"), tdir, int(ms.get("max_sessions", 1024)))
+    state = ModelServiceState(recorder, sampler.model_name, ms.get("key"), tdir, int(ms.get("max_sessions", 1024)),
+                              max_body_bytes=int(float(ms.get("max_body_mb", 8)) * 1024 * 1024))
     return state, sampler, budgets
 
 

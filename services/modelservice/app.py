@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.requests import ClientDisconnect
+
+from services.common.limits import BodySizeLimit
 
 from .budget import BudgetExceeded
 from .render import BadRequest
@@ -36,10 +39,11 @@ def _err(status: int, message: str, type_: str = "invalid_request_error", code: 
 
 class ModelServiceState:
     def __init__(self, recorder: Recorder, model_name: str, key: str | None, trajectories_dir: Path | None = None,
-                 max_sessions: int = 1024):
+                 max_sessions: int = 1024, max_body_bytes: int = 8 * 1024 * 1024):
         self.recorder, self.model_name, self.key = recorder, model_name, key
         self.trajectories_dir = trajectories_dir
         self.max_sessions = max_sessions
+        self.max_body_bytes = max_body_bytes   # larger request bodies get 413 before they are read
         self.sessions: dict[str, Session] = {}
 
     def create(self, session_id: str | None = None, task_id: str = "", metadata: dict | None = None,
@@ -131,9 +135,73 @@ def stream_chunks(full: dict[str, Any], include_usage: bool):
     yield "data: [DONE]\n\n"
 
 
+async def _json_body(request: Request) -> Any:
+    """The parsed body, or a 400 for anything that is not plain JSON text (deep nesting, NaN,
+    lone surrogates included: they would fail later, deep inside, as a 500)."""
+    raw = await request.body()
+    try:
+        body = json.loads(raw, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        return _err(400, f"body is not valid JSON: {str(e)[:200]}")
+    bad = _bad_text(body)
+    return _err(400, bad) if bad else body
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number")
+
+
+def _bad_text(value: Any, depth: int = 0) -> str | None:
+    if depth > 64:
+        return "JSON nested too deeply"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "lone surrogates are not valid text"
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        bad = _bad_text(k, depth + 1) if isinstance(k, str) else None
+        bad = bad or _bad_text(v, depth + 1)
+        if bad:
+            return bad
+    return None
+
+
+def _bad_params(body: dict[str, Any]) -> str | None:
+    """Sampling parameters of the wrong type or range (they would fail in the sampler)."""
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    for name, lo, hi in (("temperature", 0.0, 2.0), ("top_p", 0.0, 1.0)):
+        v = body.get(name)
+        if v is not None and not (number(v) and lo <= v <= hi):
+            return f"{name} must be a number in [{lo}, {hi}], got {v!r}"
+    for name in ("max_tokens", "max_completion_tokens", "seed"):
+        v = body.get(name)
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and (name == "seed" or v >= 1)):
+            return f"{name} must be {'an integer' if name == 'seed' else 'a positive integer'}, got {v!r}"
+    if body.get("stream_options") is not None and not isinstance(body["stream_options"], dict):
+        return "stream_options must be an object"
+    return None
+
+
 def build_app(state: ModelServiceState) -> FastAPI:
     app = FastAPI(title="local-tinker ModelService", docs_url=None, redoc_url=None)
     app.state.ms = state
+    app.add_middleware(BodySizeLimit, max_bytes=state.max_body_bytes, error_body=lambda n: {"error": {
+        "message": f"request body larger than {n} bytes", "type": "invalid_request_error", "param": None,
+        "code": "request_too_large"}})
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, exc: ClientDisconnect):
+        log.info("%s %s: client disconnected before the request was complete", request.method, request.url.path)
+        return Response(status_code=499)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        log.exception("%s %s failed", request.method, request.url.path)
+        return _err(500, f"internal error: {type(exc).__name__}", "server_error")
 
     @app.middleware("http")
     async def auth(request: Request, call_next):
@@ -163,14 +231,16 @@ def build_app(state: ModelServiceState) -> FastAPI:
         return models_json()
 
     async def chat(s: Session, request: Request):
-        try:
-            body = await request.json()
-        except ValueError:
-            return _err(400, "body is not JSON")
+        body = await _json_body(request)
+        if isinstance(body, JSONResponse):
+            return body
         if not isinstance(body, dict):
             return _err(400, "body must be a JSON object")
-        if int(body.get("n") or 1) != 1:
+        if body.get("n") not in (None, 1):
             return _err(400, "only n=1 is supported", code="unsupported_parameter")
+        bad = _bad_params(body)
+        if bad:
+            return _err(400, bad)
         try:
             res = await state.recorder.complete(s, body)
         except BadRequest as e:
@@ -213,10 +283,11 @@ def build_app(state: ModelServiceState) -> FastAPI:
 
     @app.post("/sessions")
     async def create_session(request: Request):
-        try:
-            body = await request.json() if (await request.body()) else {}
-        except ValueError:
-            return _err(400, "body is not JSON")
+        body = await _json_body(request) if (await request.body()) else {}
+        if isinstance(body, JSONResponse):
+            return body
+        if not isinstance(body, dict):
+            return _err(400, "body must be a JSON object")
         try:
             s = state.create(body.get("session_id"), str(body.get("task_id") or ""), body.get("metadata"),
                              body.get("replay"))

@@ -40,8 +40,19 @@ def load_budgets(path: str | None = None) -> Budgets:
 
 
 class BudgetGuard:
-    def __init__(self, budgets: Budgets):
+    CHARS_PER_TOKEN = 16   # default character cap = this x max_input_tokens (no token is longer)
+
+    def __init__(self, budgets: Budgets, max_input_chars: int | None = None):
         self.b = budgets
+        self.max_input_chars = max_input_chars or self.CHARS_PER_TOKEN * budgets.max_input_tokens
+
+    def check_chars(self, n_chars: int) -> None:
+        """Before tokenising: a prompt this long cannot fit max_input_tokens, and tokenising it
+        would cost memory and time (64 MB of text took the service from 1.9 to 12.3 GB)."""
+        if n_chars > self.max_input_chars:
+            raise BudgetExceeded(f"This model's maximum context length is exceeded: the prompt has {n_chars} characters "
+                                 f"(max_input_chars {self.max_input_chars})", "context_length_exceeded",
+                                 "context_overflow")
 
     def apply_to_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out = [dict(m) for m in messages]

@@ -24,6 +24,8 @@ DEFAULTS: dict[str, Any] = {
         "temperature": 1.0,
         "top_p": 1.0,
         "max_sessions": 1024,
+        "max_body_mb": 8,                    # larger request bodies get 413 before they are read
+        "max_input_chars": None,             # prompt characters checked before tokenising (None: 16 x max_input_tokens)
         "record_requests": False,            # keep each call's messages in the session record (tests)
     },
     "tinker": {"base_url": None, "api_key": None, "base_model": None, "model_path": None, "tokenizer": None},

@@ -157,6 +157,7 @@ class Recorder:
         msgs = self.guard.apply_to_messages(normalize_messages(body.get("messages")))
         tools = normalize_tools(body.get("tools"))
         tools_key = json.dumps(tools, sort_keys=True)
+        self.guard.check_chars(sum(len(json.dumps(m, ensure_ascii=False)) for m in msgs) + len(tools_key))
         prompt, how, template_match, new_obs = await asyncio.to_thread(self._prompt, s, msgs, tools, tools_key)
         requested = body.get("max_completion_tokens") or body.get("max_tokens")
         max_tokens = self.guard.max_tokens(len(prompt), requested)

@@ -136,6 +136,7 @@ def sandbox_admin(ms_root, modelservice):
            "admin": {"host": "127.0.0.1", "port": port, "log_file": str(tmp / "admin.log")},
            "worker": {"name": f"ms{port}", "log_file": str(tmp / "worker.log")},
            "state_dir": str(tmp / "state"),
+           "base_sources": [tempfile.gettempdir()],
            "local": {"runtime_paths": [sys.base_prefix, sys.prefix, str(AGENT_VENV)],
                      "bind_sources": [str(modelservice.socket.parent)]}}
     path = tmp / "admin.yaml"
