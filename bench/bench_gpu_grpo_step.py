@@ -1,7 +1,14 @@
-"""A GRPO-like step through the HTTP API (official tinker SDK) on a random-init Qwen3-0.6B-shaped
-model, with the built-in micro tasks' instructions as prompts; prints the time breakdown.
+"""A GRPO-like step through the HTTP API (official tinker SDK) on a random-init Qwen3-shaped model
+(--shape 0.6b or 4b), with the built-in micro tasks' instructions as prompts; prints the time
+breakdown (publish = save_weights_and_get_sampling_client, sample, forward_backward, optim_step),
+tokens/s and the GPU memory in use after each step (growth over the steps = a leak).
 
-    python3 bench/bench_gpu_grpo_step.py --tokenizer-dir DIR [--groups 16] [--group-size 8] [--steps 3]
+    python3 bench/bench_gpu_grpo_step.py --tokenizer-dir DIR [--shape 4b] [--rank 32|0] [--groups 16]
+        [--group-size 8] [--steps 10]
+
+--rank 0 is full fine-tuning (its sampler snapshots share the trainer's weights until optim_step).
+The backend runs with the generated GPU config's training settings (gradient checkpointing,
+16384-token micro-batches).
 
 DIR holds a full-vocabulary Qwen tokenizer (tokenizer.json[.gz], tokenizer_config.json,
 chat_template.jinja: ``python -m services.models make-tiny --vocab full`` writes one). The script saves
@@ -41,6 +48,10 @@ def build_model_dir(out: Path, tok_dir: Path, shape: str) -> None:
     model = make_model(shape)
     model.save_pretrained(str(out))
     del model
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
     for f in ("tokenizer_config.json", "chat_template.jinja"):
         if (tok_dir / f).exists():
             shutil.copy(tok_dir / f, out / f)
@@ -88,6 +99,16 @@ def stop(proc: subprocess.Popen) -> None:
             proc.kill()
 
 
+def gpu_used_gb() -> float | None:
+    """Memory in use on the whole GPU (the backend process included), GB."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    free, total = torch.cuda.mem_get_info()
+    return (total - free) / 1e9
+
+
 def prompts(tok, n: int) -> list[list[int]]:
     tasks = sorted((ROOT / "datasets" / "micro").glob("*/instruction.md"))
     out = []
@@ -111,7 +132,9 @@ def main() -> None:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--rank", type=int, default=32)
+    ap.add_argument("--rank", type=int, default=32, help="LoRA rank; 0 = full fine-tuning")
+    ap.add_argument("--micro-batch-tokens", type=int, default=16384)
+    ap.add_argument("--no-grad-ckpt", action="store_true")
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep-log", default=None, help="copy the backend log here")
     a = ap.parse_args()
@@ -129,6 +152,7 @@ def main() -> None:
     ps = prompts(tok, a.groups)
     proc = start_backend(tmp / "model", tmp / "state", port, key, name,
                          {"sampler_options": {"max_slots": a.groups * a.group_size, "max_context": 2048},
+                          "gradient_checkpointing": not a.no_grad_ckpt, "max_tokens_per_microbatch": a.micro_batch_tokens,
                           "batch_window_s": 0.05})
     R.add(bench="grpo_setup", startup_s=time.perf_counter() - t0, prompt_tokens_mean=float(np.mean([len(p) for p in ps])))
     try:
@@ -165,7 +189,8 @@ def main() -> None:
             T4 = time.perf_counter()
             op.result()
             T5 = time.perf_counter()
-            R.add(bench="grpo_step", step=step, groups=a.groups, group_size=a.group_size, sampled_tokens=n_sampled,
+            R.add(bench="grpo_step", shape=a.shape, rank=a.rank, step=step, groups=a.groups, group_size=a.group_size,
+                  sampled_tokens=n_sampled, gpu_used_gb=gpu_used_gb(),
                   train_tokens=n_train, save_weights_s=T1 - T0, sample_s=T2 - T1, build_data_s=T3 - T2,
                   forward_backward_s=T4 - T3, optim_step_s=T5 - T4, total_s=T5 - T0,
                   sample_tok_s=n_sampled / (T2 - T1), train_tok_s=n_train / (T4 - T3),

@@ -68,7 +68,7 @@ def engine_run(eng: StaticEngine, specs: list[SampleSpec]):
     return res, t, dict(eng.stats)
 
 
-def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float, attention: str = "bmm",
+def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float, attention: str = "auto",
                  graphs: bool = True, new: int | None = None, tag: str = ""):
     new = new or NEW
     eng = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=max(batches), max_context=PROMPT + NEW + 256,
@@ -90,7 +90,7 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
         kv_avg = b * (PROMPT + new / 2) * kv_tok
         bound = b / ((w_bytes + kv_avg) / bw)
         bound_w = b / (w_bytes / HBM_NOMINAL)
-        R.add(bench="sampling", engine=f"static{tag}", attention=attention, graphs=graphs, compiled=eng.model.compiled,
+        R.add(bench="sampling", engine=f"static{tag}", attention=eng.model.attention, graphs=graphs, compiled=eng.model.compiled,
               compile_s=eng.stats.get("compile_s"), shape=name, batch=b, new=new,
               tok_s=toks / t, decode_tok_s=dec_tok_s, step_ms=1e3 * step_s, prefill_s=st["prefill_s"], total_s=t,
               warmup_s=warm, graphs_captured=eng.stats["graph_captures"], hbm_bound_tok_s=bound,
@@ -122,12 +122,77 @@ def hf_generate(model, R: Results, name: str, b: int, new: int) -> None:
     R.add(bench="sampling", engine="hf_generate", shape=name, batch=b, new=new, tok_s=toks / t, total_s=t)
 
 
+def attention_micro(shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float) -> None:
+    """One layer's decode attention alone (the Triton split-K kernel with its KV write, and the bmm
+    path), rows at random lengths in [PROMPT, PROMPT + NEW): time and the K/V bytes each row must read
+    over that time (against the measured copy bandwidth)."""
+    import triton.testing
+
+    from services.backend.gpu import decode_attention as da
+
+    D, Hq, Hkv = shape.head_dim, shape.heads, shape.kv_heads
+    T = PROMPT + NEW + 256
+    for b in batches:
+        g = torch.Generator(device="cpu").manual_seed(b)
+        kc = torch.randn(b, Hkv, T, D, generator=g).to(DEV, torch.bfloat16)
+        vc = torch.randn_like(kc)
+        q = torch.randn(b, Hq, D, device=DEV, dtype=torch.bfloat16)
+        kn = torch.randn(b, Hkv, D, device=DEV, dtype=torch.bfloat16)
+        vn = torch.randn_like(kn)
+        pos = torch.randint(PROMPT, PROMPT + NEW, (b,), generator=g).to(DEV)
+        ctx = -(-int(pos.max() + 1) // 128) * 128
+        m = StaticQwen3(shape, DEV, torch.bfloat16, 1, 1, attention="bmm")  # for its _attend (bmm) only
+        m.kc, m.vc = kc[None], vc[None]
+        valid = torch.arange(ctx, device=DEV)[None, :] <= pos[:, None]
+        bias = torch.zeros(b, 1, 1, ctx, device=DEV).masked_fill(~valid[:, None, None, :], float("-inf"))
+        need = float((pos + 1).sum()) * Hkv * D * 2 * 2  # K and V, bf16, each row to its length
+        t_tr = triton.testing.do_bench(lambda: da.attend(q, kn, vn, kc, vc, pos, ctx, D ** -0.5), return_mode="median") / 1e3
+        t_bmm = triton.testing.do_bench(lambda: m._attend(q, 0, b, ctx, bias, valid), return_mode="median") / 1e3
+        R.add(bench="attention_micro", shape=name, batch=b, ctx_bucket=ctx, triton_us=t_tr * 1e6, bmm_us=t_bmm * 1e6,
+              triton_frac_of_copy_bw=need / t_tr / bw, bmm_frac_of_copy_bw=need / t_bmm / bw,
+              chunk=da.chunk_for(b, Hkv, ctx))
+        del kc, vc, m
+        free_cuda()
+
+
+def hf_fallback_other_arch(R: Results, arch: str, runs: list[tuple[int, int]], shape: str = "4b") -> None:
+    """The backend's HF sampler (services/backend/sampler.generate: DynamicCache, batched, seeded),
+    the path of every architecture the static engine does not cover, on a random-init model of the
+    given shape in another architecture (Llama: no q/k norm)."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from bench_gpu_common import SHAPES, VOCAB
+    from services.backend.sampler import generate
+
+    if arch != "llama":
+        raise ValueError(f"--other-arch: llama only, got {arch!r}")
+    d = dict(SHAPES[shape])
+    cfg = LlamaConfig(vocab_size=VOCAB, max_position_embeddings=32768, rope_theta=1_000_000.0, rms_norm_eps=1e-6,
+                      hidden_act="silu", **d)
+    torch.manual_seed(0)
+    with torch.device(DEV):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
+    for b, new in runs:
+        specs = [SampleSpec(prompt=p, max_tokens=new, seed=i) for i, p in enumerate(rand_prompts(b, PROMPT, 9))]
+        generate(model, None, [SampleSpec(prompt=specs[0].prompt, max_tokens=4, seed=0)], torch.device(DEV))
+        res, t = timed(generate, model, None, specs, torch.device(DEV))
+        toks = sum(len(sq[0]) for r in res for sq in r.sequences)
+        R.add(bench="sampling", engine="hf_fallback_sampler", arch=arch, shape=shape, batch=b, new=new, tok_s=toks / t,
+              total_s=t)
+    del model
+    free_cuda()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="0.6b,4b")
     ap.add_argument("--batches", default="1,16,64")
     ap.add_argument("--hf", default="1:64,16:64,64:256", help="HF generate runs, batch:new_tokens (empty: none)")
-    ap.add_argument("--variants", default="sdpa,nographs,grpo", help="extra engine runs at the largest batch")
+    ap.add_argument("--variants", default="bmm,sdpa,nographs,grpo",
+                    help="extra engine runs: bmm/sdpa attention (smallest and largest batch), nographs, grpo")
+    ap.add_argument("--other-arch", default="", help="also time the HF fallback sampler on this architecture (llama)")
+    ap.add_argument("--other-arch-runs", default="1:32,64:64", help="batch:new_tokens runs of --other-arch")
+    ap.add_argument("--other-arch-shape", default="4b")
     ap.add_argument("--json", default=None)
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--new", type=int, default=256)
@@ -144,9 +209,11 @@ def main() -> None:
         shape = Qwen3Shape.from_hf_config(model.config)
         R.add(bench="model", shape=name, params=n_params(model), weight_bytes=shape.weight_bytes(),
               kv_bytes_per_token=shape.kv_bytes_per_token())
-        for step in ("logits", "engine", "variants", "hf"):
+        for step in ("attn", "logits", "engine", "variants", "hf"):
             try:
-                if step == "logits":
+                if step == "attn" and DEV.startswith("cuda"):
+                    attention_micro(shape, R, name, batches, bw)
+                elif step == "logits":
                     check_logits(model, shape, R, name)
                 elif step == "engine":
                     eng, out = bench_engine(model, shape, R, name, batches, bw)
@@ -157,8 +224,8 @@ def main() -> None:
                 elif step == "variants":
                     B = batches[-1]
                     for v in a.variants.split(","):
-                        if v == "sdpa":
-                            e, _ = bench_engine(model, shape, R, name, [B], bw, attention="sdpa")
+                        if v in ("bmm", "sdpa"):
+                            e, _ = bench_engine(model, shape, R, name, sorted({batches[0], B}), bw, attention=v)
                         elif v == "nographs":
                             e, _ = bench_engine(model, shape, R, name, [B], bw, graphs=False, new=32)
                         elif v == "grpo":  # 8 prompts x 8 samples: one prefill per prompt, KV copied to 8 slots
@@ -186,9 +253,16 @@ def main() -> None:
                 free_cuda()
         del model
         free_cuda()
+    if a.other_arch:
+        try:
+            hf_fallback_other_arch(R, a.other_arch, [tuple(int(x) for x in r.split(":")) for r in a.other_arch_runs.split(",")],
+                                   a.other_arch_shape)
+        except Exception as ex:  # noqa: BLE001
+            traceback.print_exc()
+            R.add(bench="error", step="other_arch", error=f"{type(ex).__name__}: {ex}"[:500])
     print("\n== sampling summary ==")
     for r in R.rows:
-        if r.get("bench") in ("sampling", "logprobs_vs_trainer", "logits_vs_hf", "error"):
+        if r.get("bench") in ("sampling", "attention_micro", "logprobs_vs_trainer", "logits_vs_hf", "error"):
             print({k: v for k, v in r.items() if k not in ("bench",)})
 
 

@@ -9,6 +9,8 @@ counted). Configurations (each: 1 warm-up step, then --steps timed steps of batc
   runtime         the backend's path: token-count micro-batches, chunked lm_head + float32 log-softmax,
                   fused AdamW; with and without gradient checkpointing
   *_lora          rank-32 LoRA on all linear layers incl. lm_head (peft), same paths
+  ...:liger       with Liger's fused RMSNorm/rotary/SwiGLU (services/backend/gpu/train_kernels.py; the
+                  patch is process-wide, so list these configs last)
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def hf_plain(model, seqs, lora: bool, gc: bool):
 
 def make_runtime(model, name: str, gc: bool, mb_tokens: int, tmp: str) -> Runtime:
     rt = Runtime([], Path(tmp), device=DEV, dtype="bfloat16", max_tokens_per_microbatch=mb_tokens, sampler="hf",
-                 gradient_checkpointing=False)
+                 gradient_checkpointing=False, training_kernels="none")  # the configs apply Liger themselves
     base = object.__new__(BaseModel)
     base.name, base.path, base.device, base.dtype, base.tokenizer = name, "", torch.device(DEV), torch.bfloat16, None
     base.hf, base.peft, base.active_adapter = model, None, None
@@ -117,11 +119,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--configs", default="hf_plain:gc,runtime:gc:16384,runtime:nogc:4096,runtime:nogc:8192,"
-                                         "runtime_lora:nogc:8192,runtime_lora:gc:16384,hf_plain_lora:gc")
+                                         "runtime_lora:nogc:8192,runtime_lora:gc:16384,hf_plain_lora:gc,runtime:nogc:8192:liger,"
+                                         "runtime:gc:16384:liger,runtime_lora:nogc:8192:liger")
     ap.add_argument("--seq", type=int, default=T)
     ap.add_argument("--json", default=None)
     ap.add_argument("--profile", default=None, help="write a torch.profiler table of one step of --profile-config")
-    ap.add_argument("--profile-config", default="4b/runtime:nogc:8192")
+    ap.add_argument("--profile-config", default="4b/runtime:nogc:8192:liger")
     a = ap.parse_args()
     globals()["T"] = a.seq
     R = Results(a.json)
@@ -133,11 +136,16 @@ def main() -> None:
         for cfg in a.configs.split(","):
             parts = cfg.split(":")
             kind, gc = parts[0], parts[1] == "gc"
-            mb = int(parts[2]) if len(parts) > 2 else a.batch * T
+            mb = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else a.batch * T
+            liger = "liger" in parts[1:]
             lora = kind.endswith("_lora")
             free_cuda()
             try:
                 with tempfile.TemporaryDirectory() as tmp:
+                    if liger:  # in place and process-wide (Liger patches HF's Qwen3 classes): configs after it get it too
+                        from services.backend.gpu import train_kernels
+
+                        train_kernels.apply(model, "liger", True)
                     if kind.startswith("hf_plain"):
                         if lora:
                             from peft import LoraConfig, get_peft_model
@@ -156,7 +164,7 @@ def main() -> None:
                         step, holder = runtime_step(rt, model, name, seqs, lora)
                     dt = run_steps(step, a.steps)
                     tok_s = a.batch * T / dt
-                    R.add(bench="training", shape=name, config=cfg, lora=lora, grad_ckpt=gc, microbatch_tokens=mb,
+                    R.add(bench="training", shape=name, config=cfg, lora=lora, grad_ckpt=gc, microbatch_tokens=mb, liger=liger,
                           params=N, tokens_per_step=a.batch * T, step_s=dt, tok_s=tok_s, mfu_6N=6 * N * tok_s / PEAK_BF16,
                           peak_gb=peak_gb())
                     if a.profile and f"{name}/{cfg}" == a.profile_config:

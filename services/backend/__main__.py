@@ -45,7 +45,8 @@ def build(cfg: dict, state_dir: Path):
                        max_batch_sequences=int(rcfg.get("max_batch_sequences", 256)),
                        sampler=rcfg.get("sampler", "auto"), sampler_options=rcfg.get("sampler_options"),
                        gradient_checkpointing=bool(rcfg.get("gradient_checkpointing", False)),
-                       merge_lora_sampling=rcfg.get("merge_lora_sampling", "auto"))
+                       merge_lora_sampling=rcfg.get("merge_lora_sampling", "auto"),
+                       training_kernels=rcfg.get("training_kernels", "auto"))
 
     bcfg = dict(cfg.get("backend", {}))
     bcfg["tokenizer_ids"] = {m["name"]: m.get("tokenizer_id", m["name"]) for m in models}

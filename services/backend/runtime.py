@@ -9,7 +9,10 @@ Weights for sampling ("sampler weights") are one of:
   * ``base``: the base model with adapters disabled;
   * a LoRA snapshot: an extra peft adapter holding a copy of a training adapter (no disk
     round trip) or loaded from a sampler checkpoint on disk;
-  * a full-weights snapshot: a separate module (full fine-tuning).
+  * a full-weights snapshot (full fine-tuning): the training module itself, shared with the trainer
+    until the trainer next changes its weights (optim_step, load): then the snapshot gets its own
+    copy of the parameters (copy-on-write, no gradients or optimizer state copied; a snapshot that
+    is evicted or replaced before that never costs a copy).
 """
 
 from __future__ import annotations
@@ -237,7 +240,7 @@ class Runtime:
                  dtype: str = "float32", threads: int | None = None, max_tokens_per_microbatch: int = 8192,
                  max_sampler_snapshots: int = 16, max_batch_sequences: int = 256, sampler: str = "auto",
                  sampler_options: dict[str, Any] | None = None, gradient_checkpointing: bool = False,
-                 merge_lora_sampling: bool | str = "auto"):
+                 merge_lora_sampling: bool | str = "auto", training_kernels: str = "auto"):
         _set_threads(threads)
         self.device = device
         self.dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
@@ -259,6 +262,13 @@ class Runtime:
                 sum(p.numel() for p in b.hf.parameters()) <= 500_000_000 for b in self.bases.values())
         self.merge_lora_sampling = bool(merge_lora_sampling)
         self.gradient_checkpointing = bool(gradient_checkpointing)
+        # Fused RMSNorm/rotary/SwiGLU kernels (Liger) in the trained modules: gpu/train_kernels.py.
+        from .gpu import train_kernels
+
+        self.training_kernels = train_kernels.resolve(training_kernels, device)
+        self._kernels_strict = (training_kernels or "auto").lower() == "liger"
+        for b in self.bases.values():
+            train_kernels.apply(b.hf, self.training_kernels, self._kernels_strict)
         # Sampling engine: the static-KV-cache engine (services/backend/gpu) on CUDA, or where
         # engine.sampler is 'static'; the HF DynamicCache sampler otherwise.
         from .gpu.glue import StaticSampling, wanted
@@ -303,7 +313,10 @@ class Runtime:
         else:
             from transformers import AutoModelForCausalLM
 
+            from .gpu import train_kernels
+
             module = AutoModelForCausalLM.from_pretrained(base.path, dtype=self.dtype).to(base.device)
+            train_kernels.apply(module, self.training_kernels, self._kernels_strict)
             module.train(False)
             params = [p for p in module.parameters()]
             for p in params:
@@ -385,6 +398,7 @@ class Runtime:
         for p in tm.params:  # parameters without gradient still take a (zero-gradient) Adam step
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
+        self._unshare_snapshots(tm)
         tm.optimizer.step()
         tm.optimizer.zero_grad(set_to_none=True)
         tm.steps += 1
@@ -441,6 +455,7 @@ class Runtime:
         if ck.base_model != tm.config.base_model or ck.rank != tm.config.rank:
             raise BadRequest(f"checkpoint was trained on {ck.base_model} with rank {ck.rank}; this model is "
                              f"{tm.config.base_model} with rank {tm.config.rank}")
+        self._unshare_snapshots(tm)
         self._load_weights_from(tm, path)
         if with_optimizer:
             if not (path / "optimizer.pt").exists():
@@ -470,13 +485,21 @@ class Runtime:
             for p in base.adapter_params(adapter):
                 p.requires_grad_(False)
             sw = SamplerWeights(key, base.name, adapter=adapter)
-        else:
-            mod = copy.deepcopy(tm.module)
-            for p in mod.parameters():
-                p.requires_grad_(False)
-            sw = SamplerWeights(key, base.name, module=mod.eval())
+        else:  # shared with the trainer until it changes the weights (_unshare_snapshots)
+            sw = SamplerWeights(key, base.name, module=tm.module)
         self._register_sampler(sw)
         return sw
+
+    def _unshare_snapshots(self, tm: TrainableModel) -> None:
+        """Before the trainer changes a full-FT module in place: give each sampler snapshot still
+        sharing it a frozen copy of its parameters (one copy, however many snapshots share it)."""
+        if tm.module is None:
+            return
+        frozen = None
+        for sw in self.samplers.values():
+            if sw.module is tm.module:
+                frozen = frozen or _frozen_copy(tm.module)
+                sw.module = frozen
 
     def sampler_from_checkpoint(self, key: str, path: Path) -> SamplerWeights:
         from safetensors.torch import load_file
@@ -664,6 +687,15 @@ def _merged_linear(layer: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor |
             if name in getattr(layer, "lora_A", {}):
                 w = w + layer.get_delta_weight(name).to(w.dtype)
     return w, base.bias
+
+
+def _frozen_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """An eval-mode copy of ``module`` whose parameters are detached clones (ties kept); unlike
+    ``copy.deepcopy`` it copies no ``.grad``."""
+    memo: dict[int, Any] = {}
+    for p in module.parameters():
+        memo[id(p)] = torch.nn.Parameter(p.detach().clone(), requires_grad=False)
+    return copy.deepcopy(module, memo).eval()
 
 
 def _enable_grad_ckpt(module: torch.nn.Module) -> None:

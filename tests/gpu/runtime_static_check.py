@@ -8,7 +8,8 @@ SAMPLER is static (default) or hf; MERGE (1/0) folds LoRA snapshots into a plain
 A LoRA model and a full fine-tuned model take one cross-entropy step; their sampler snapshots
 (in memory, and the LoRA one also reloaded from disk) are sampled through ``Runtime.sample`` with
 ``sampler='static'``; the sampled logprobs must equal the trainer's ``forward`` logprobs for the
-same tokens, and differ from the base model's. Prints OK on success, raises otherwise.
+same tokens, and differ from the base model's; a snapshot keeps its weights after a further optim_step
+(full FT: copy-on-write). Prints OK on success, raises otherwise.
 """
 
 from __future__ import annotations
@@ -81,6 +82,19 @@ def main(device: str = "cpu", dtype: str = "float32", model: str | None = None, 
                     assert float(berr.mean()) > 2 * float(err.mean()) + 1e-5, ("sampler served the base weights?", k,
                                                                               float(berr.mean()), float(err.mean()))
                     worst = max(worst, float(err.max()))
+            # The snapshot keeps its weights when training moves on (full FT: shared with the
+            # trainer until optim_step, then copied); sampling the base in between makes the
+            # static engine reload the snapshot's weights from its module.
+            greedy = SampleSpec(prompt=prompt, max_tokens=6, temperature=0.0)
+            sw_mod = rt.samplers[key].module
+            assert (sw_mod is not None and sw_mod is rt.trainables[mid].module) == (rank == 0)
+            before = rt.sample("m", key, [greedy])[0].sequences[0]
+            rt.forward_backward(FwdBwdRequest(mid, 2, "cross_entropy", {}, False, [d]))
+            rt.optim_step(mid, ADAM)
+            assert rt.samplers[key].module is None or rt.samplers[key].module is not rt.trainables[mid].module
+            rt.sample("m", None, [greedy])
+            after = rt.sample("m", key, [greedy])[0].sequences[0]
+            assert after[0] == before[0] and np.allclose(after[1], before[1], atol=1e-5), (rank, before, after)
             rt.unload_model(mid)
         # base weights again after snapshots (the engine reloads them)
         again = rt.sample("m", None, [spec])[0]

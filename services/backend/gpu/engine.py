@@ -62,7 +62,7 @@ class EngineOptions:
     prefill_tokens: int = 16384          # padded prompt tokens per prefill forward
     cuda_graphs: bool | None = None      # None: on CUDA only
     compile: bool | None = None          # torch.compile the elementwise pieces (None: on CUDA only)
-    attention: str = "bmm"               # bmm | sdpa (decode attention)
+    attention: str = "auto"              # auto (triton on CUDA) | triton | bmm | sdpa (decode attention)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "EngineOptions":

@@ -13,7 +13,7 @@ options (``engine.sampler_options`` in engine.yaml):
   prefill_tokens   padded prompt tokens per prefill forward (default 16384)
   cuda_graphs      capture the decode step (default: on CUDA)
   compile          torch.compile the elementwise pieces (default: on CUDA; eager fallback on failure)
-  attention        decode attention: bmm (default) | sdpa
+  attention        decode attention: auto (default: triton on CUDA, bmm elsewhere) | triton | bmm | sdpa
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ sampler weights are copied *into* them and captured CUDA graphs stay valid. The 
   K/V written to cache positions ``[0, P)`` of each row's slot; returns the final-normed hidden
   states ``[n, P, H]`` (the caller applies ``lm_head`` where it needs logits).
 * ``decode(tok, pos, ctx)``: one token for each of the slots ``0..b-1`` at position ``pos[i]``;
-  attends over cache positions ``[0, ctx)`` masked to ``<= pos[i]``. Static shapes for a given
+  attends over cache positions ``[0, pos[i]]`` (the Triton split-K kernel of ``decode_attention``
+  reads only those; bmm/sdpa read ``[0, ctx)`` masked). Static shapes for a given
   ``(b, ctx)``, no host synchronisation: graph-capturable.
 
 Numerics follow transformers' Qwen3 (RMSNorm in float32 then cast back before the weight, rotary
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+from . import decode_attention
 
 
 @dataclass(frozen=True)
@@ -72,12 +75,10 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
 
 class StaticQwen3:
     def __init__(self, shape: Qwen3Shape, device: torch.device | str, dtype: torch.dtype, max_slots: int,
-                 max_context: int, attention: str = "bmm"):
+                 max_context: int, attention: str = "auto"):
         self.shape, self.device, self.dtype = shape, torch.device(device), dtype
         self.max_slots, self.max_context = int(max_slots), int(max_context)
-        if attention not in ("bmm", "sdpa"):
-            raise ValueError(f"attention must be 'bmm' or 'sdpa', got {attention!r}")
-        self.attention = attention
+        self.attention = self.resolve_attention(attention, self.device, shape)
         s, dev = shape, self.device
         L, H, D, Hq, Hkv, Fd, V = s.layers, s.hidden, s.head_dim, s.heads, s.kv_heads, s.ffn, s.vocab
         self.qd, self.kd = Hq * D, Hkv * D
@@ -109,6 +110,21 @@ class StaticQwen3:
         self._bmm_f32 = self._probe_bmm_out_dtype()
         self._build_pieces()
         self.compiled = False
+
+    @staticmethod
+    def resolve_attention(attention: str, device: torch.device, shape: Qwen3Shape) -> str:
+        """Decode attention: 'triton' (split-K kernel reading each row to its own length, KV write
+        fused: the fastest measured, docs/performance.md), 'bmm' (cuBLAS over the context bucket),
+        'sdpa'; 'auto' = triton on CUDA where Triton is installed and head_dim is a power of two, else bmm."""
+        if attention not in ("auto", "triton", "bmm", "sdpa"):
+            raise ValueError(f"attention must be auto, triton, bmm or sdpa, got {attention!r}")
+        pow2 = shape.head_dim & (shape.head_dim - 1) == 0
+        if attention == "triton" and not (decode_attention.available() and pow2):
+            raise ValueError("attention 'triton' needs the triton package and a power-of-two head_dim "
+                             f"(head_dim {shape.head_dim}, triton {'present' if decode_attention.available() else 'missing'})")
+        if attention == "auto":
+            return "triton" if device.type == "cuda" and decode_attention.available() and pow2 else "bmm"
+        return attention
 
     # ------------------------------------------------------------------ fusable pieces
     def _build_pieces(self) -> None:
@@ -259,14 +275,19 @@ class StaticQwen3:
         b = tok.shape[0]
         x = F.embedding(tok, self.embed)
         cos, sin = self.cos[pos], self.sin[pos]
-        valid = self.ar_ctx[:ctx][None, :] <= pos[:, None]
-        bias = torch.zeros(b, 1, 1, ctx, device=self.device, dtype=torch.float32).masked_fill(
-            ~valid[:, None, None, :], float("-inf"))
-        ar = self.ar_slots[:b]
+        fused = self.attention == "triton"
+        if not fused:
+            valid = self.ar_ctx[:ctx][None, :] <= pos[:, None]
+            bias = torch.zeros(b, 1, 1, ctx, device=self.device, dtype=torch.float32).masked_fill(
+                ~valid[:, None, None, :], float("-inf"))
+            ar = self.ar_slots[:b]
         for l in range(s.layers):
             q, k, v = self.pre(x, self.ln1[l], self.w_qkv[l], self.qn[l], self.kn[l], cos, sin)
-            self.kc[l].permute(0, 2, 1, 3)[ar, pos] = k
-            self.vc[l].permute(0, 2, 1, 3)[ar, pos] = v
-            o = self._attend(q, l, b, ctx, bias, valid)
+            if fused:  # writes k/v at pos and attends over [0, pos] of each row
+                o = decode_attention.attend(q, k, v, self.kc[l], self.vc[l], pos, ctx, self.scale)
+            else:
+                self.kc[l].permute(0, 2, 1, 3)[ar, pos] = k
+                self.vc[l].permute(0, 2, 1, 3)[ar, pos] = v
+                o = self._attend(q, l, b, ctx, bias, valid)
             x = self.post(x, o, self.w_o[l], self.ln2[l], self.w_gu[l], self.w_down[l])
         return self.head(x, self.norm, self.lm_head)

@@ -1,0 +1,82 @@
+"""The split-K decode attention (services/backend/gpu/decode_attention.py): its torch reference
+against a naive per-row softmax on CPU, and the Triton kernel against the reference on CUDA (run on
+the GPU machine: ``python3 -m pytest tests/gpu/test_decode_attention.py``; skipped without CUDA)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from services.backend.gpu import decode_attention as da
+
+CASES = [  # b, Hq, Hkv, D, slots, T, ctx, positions (None: random below ctx)
+    (3, 8, 2, 32, 4, 320, 256, [0, 63, 64]),           # first position, both sides of a chunk edge
+    (5, 4, 4, 64, 6, 512, 384, None),                  # no GQA grouping (G = 1)
+    (2, 32, 4, 128, 2, 2048, 2048, [2047, 700]),       # G = 8, the longest row at the cache's end
+    (64, 32, 8, 128, 64, 1024, 768, None),             # the 4B shape at batch 64
+]
+
+
+def _inputs(case, dtype, device, seed):
+    b, Hq, Hkv, D, S, T, ctx, positions = case
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g).to(device=device, dtype=dtype)  # noqa: E731
+    kc, vc = r(S, Hkv, T, D), r(S, Hkv, T, D)
+    q, kn, vn = r(b, Hq, D), r(b, Hkv, D), r(b, Hkv, D)
+    pos = torch.tensor(positions) if positions else torch.randint(0, ctx, (b,), generator=g)
+    return q, kn, vn, kc, vc, pos.to(device), ctx, D ** -0.5
+
+
+def _naive(q, kn, vn, kc, vc, pos, scale):
+    """Per row and head, float64: softmax(q K[:pos+1]^T) V[:pos+1] with the new token at pos."""
+    b, Hq, D = q.shape
+    G = Hq // kn.shape[1]
+    out = torch.empty(b, Hq, D, dtype=torch.float64)
+    for i in range(b):
+        p = int(pos[i])
+        for h in range(Hq):
+            K = kc[i, h // G, : p + 1].double().clone()
+            V = vc[i, h // G, : p + 1].double().clone()
+            K[p], V[p] = kn[i, h // G].double(), vn[i, h // G].double()
+            w = torch.softmax(K @ q[i, h].double() * scale, 0)
+            out[i, h] = w @ V
+    return out
+
+
+@pytest.mark.parametrize("case", CASES[:3])
+def test_reference_matches_naive_and_writes_the_cache(case):
+    q, kn, vn, kc, vc, pos, ctx, scale = _inputs(case, torch.float32, "cpu", 0)
+    want = _naive(q, kn, vn, kc, vc, pos, scale)
+    before_k, before_v = kc.clone(), vc.clone()
+    got = da.attend_reference(q, kn, vn, kc, vc, pos, ctx, scale)
+    assert float((got.double() - want).norm() / want.norm()) < 1e-5
+    ar = torch.arange(q.shape[0])
+    assert torch.equal(kc.permute(0, 2, 1, 3)[ar, pos], kn) and torch.equal(vc.permute(0, 2, 1, 3)[ar, pos], vn)
+    before_k.permute(0, 2, 1, 3)[ar, pos] = kn
+    before_v.permute(0, 2, 1, 3)[ar, pos] = vn
+    assert torch.equal(kc, before_k) and torch.equal(vc, before_v)  # nothing else written
+
+
+def test_chunks_fill_the_gpu_and_cover_the_context():
+    for b, h, ctx in [(1, 8, 128), (1, 8, 8192), (64, 8, 768), (256, 8, 2048), (3, 2, 100)]:
+        c = da.chunk_for(b, h, ctx)
+        assert c % da.BLOCK_N == 0 and c >= da.BLOCK_N
+        splits = -(-ctx // c)
+        assert (splits - 1) * c < ctx <= splits * c
+        assert b * h * splits >= min(da._TARGET_PROGRAMS // 2, b * h * -(-ctx // da.BLOCK_N))
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and da.available()), reason="the Triton kernel needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("case", CASES)
+def test_kernel_matches_reference(case, dtype):
+    for seed in range(3):  # fresh random inputs each time
+        q, kn, vn, kc, vc, pos, ctx, scale = _inputs(case, dtype, "cuda", seed)
+        kc2, vc2 = kc.clone(), vc.clone()
+        got = da.attend(q, kn, vn, kc, vc, pos, ctx, scale)
+        want = da.attend_reference(q, kn, vn, kc2, vc2, pos, ctx, scale)
+        torch.cuda.synchronize()
+        assert torch.isfinite(got).all()
+        rel = float((got.float() - want.float()).norm() / want.float().norm())
+        assert rel < 1e-2, (case, dtype, seed, rel)
+        assert torch.equal(kc, kc2) and torch.equal(vc, vc2)  # the fused KV write: at pos only
