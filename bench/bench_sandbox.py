@@ -1,11 +1,17 @@
 """Sandbox latency and throughput (local backend) next to a plain-subprocess baseline.
 
     python bench/bench_sandbox.py [--n 50] [--concurrency 8]
+    python bench/bench_sandbox.py --docker [--docker-image IMAGE] [--n 32]
 
 Prints create->first-exec latency P50/P95 for: a plain subprocess (no isolation), the local
 backend in-process (bwrap + overlay + cgroups), and the full path through the admin's HTTP API
 with the project client; then throughput of create + `git status` + close at a concurrency.
 Runs as root (cgroups); re-executes itself in a private mount namespace.
+
+``--docker``: container create -> first exec P50/P95 of the docker backend (a real engine;
+``bash setup.sh docker``) at concurrency 1 and 16, next to the local bwrap backend in the same
+run (each op: create, ``true``, destroy; the docker sandbox starts from IMAGE, default
+lts/base:bookworm, the local one from a 200-file repo).
 """
 
 from __future__ import annotations
@@ -142,13 +148,68 @@ async def via_admin(n: int, conc: int, repo: Path, state: Path) -> tuple[list[fl
         proc.wait(30)
 
 
+async def first_exec(backend, spec, n: int, conc: int, tag: str) -> list[float]:
+    """create -> first `true` latency of ``n`` sandboxes, ``conc`` at a time (each destroyed after)."""
+    from services.sandbox.backends.base import ExecRequest
+    sem = asyncio.Semaphore(conc)
+    lat: list[float] = []
+
+    async def one(i: int) -> None:
+        async with sem:
+            sid = f"{tag}{i}"
+            t = time.perf_counter()
+            await backend.create(sid, spec)
+            try:
+                out = await backend.exec(sid, ExecRequest(argv=["/bin/true"], timeout=60))
+                lat.append(time.perf_counter() - t)
+                assert out.exit_code == 0, out
+            finally:
+                await backend.destroy(sid)
+    await asyncio.gather(*(one(i) for i in range(n)))
+    return lat
+
+
+async def docker_vs_local(n: int, image: str, repo: Path, state: Path) -> None:
+    import docker
+
+    from services.sandbox.backends.base import SandboxSpec
+    from services.sandbox.backends.docker_backend import DockerBackend
+    from services.sandbox.local.backend import LocalBackend
+    dk = DockerBackend(docker.from_env(timeout=300), worker_name=f"bench{os.getpid()}")
+    lb = LocalBackend(state, worker_name="bench-docker-vs-local")
+    await dk.start()
+    await lb.start()
+    rows = []
+    try:
+        dspec, lspec = SandboxSpec(image=image), SandboxSpec(base_dir=str(repo))
+        await first_exec(dk, dspec, 1, 1, "warm")     # image workdir lookup, page cache
+        await first_exec(lb, lspec, 1, 1, "warm")     # base copied into the cache
+        for conc in (1, 16):
+            rows.append((f"local bwrap: create -> first exec (c={conc})", await first_exec(lb, lspec, n, conc, f"l{conc}-")))
+            rows.append((f"docker: create -> first exec (c={conc})", await first_exec(dk, dspec, n, conc, f"d{conc}-")))
+    finally:
+        await dk.shutdown()
+        await lb.shutdown()
+    print(f"sandbox bench (docker vs local): {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, docker image {image}")
+    for name, xs in rows:
+        print(row(name, xs))
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=50)
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--docker", action="store_true", help="docker backend vs local bwrap at concurrency 1 and 16")
+    ap.add_argument("--docker-image", default="lts/base:bookworm")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="lts-bench-sandbox-"))
     tmp.chmod(0o755)
+    if args.docker:
+        try:
+            await docker_vs_local(args.n, args.docker_image, make_repo(tmp), tmp / "state")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     try:
         repo = make_repo(tmp)
         base_lat, base_tput, base_fail = await baseline(args.n, repo)
