@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from services.common.sandbox_api import Sandbox
+from services.tasks.cleangrade import base_commit, extract_patch, grade_patch
 from services.tasks.task import Task
-from services.tasks.verifier import verify
+from services.tasks.verifier import VerifyResult, verify
 
 from .agent import Budgets, Policy, SWEAgent
 from .agent.trajectory import Trajectory
@@ -66,9 +67,10 @@ class Failures:
     agent: int = 0
     verifier: int = 0
     retries: int = 0
+    hacks: dict[str, int] = field(default_factory=dict)  # hack:<kind> -> rollouts flagged
 
     def to_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
+        return {**{k: v for k, v in self.__dict__.items() if k != "hacks"}, **dict(sorted(self.hacks.items()))}
 
 
 # Tools that never change /workspace except through ``Sandbox.write_file`` (edit): with only these, the
@@ -102,7 +104,10 @@ class _WriteLog:
 class Rollouts:
     def __init__(self, factory: SandboxFactory, bases: dict[str, Path], tokenizer, agent_cfg: AgentConfig,
                  concurrency: int = 16, max_retries: int = 2, verifier_timeout: float | None = None,
-                 reward_cache: bool = False):
+                 reward_cache: bool = False, grading: str = "clean"):
+        if grading not in ("clean", "in-place"):
+            raise ValueError(f"grading must be 'clean' or 'in-place', got {grading!r}")
+        self.grading = grading
         self.factory = factory
         self.bases = bases
         self.tok = tokenizer
@@ -110,9 +115,9 @@ class Rollouts:
         self.sem = asyncio.Semaphore(concurrency)
         self.max_retries = max_retries
         self.verifier_timeout = verifier_timeout
-        # Opt-in: the verifier's result for an identical final workspace of the same task is reused
-        # (key: task content hash + every byte of the workspace diff, untracked files included).
-        # Only sound when nothing outside /workspace can influence the tests (e.g. agents without bash).
+        # Opt-in: the verifier's result for an identical change of the same task is reused (key: task
+        # content hash + the patch bytes that are graded, or the write log of write-only agents). With
+        # clean grading the key is exactly what is graded; in-place, only sound for agents without bash.
         self.reward_cache: dict[str, dict[str, Any]] | None = {} if reward_cache else None
         self.cache_hits = 0
         self._task_hashes: dict[str, str] = {}
@@ -124,49 +129,66 @@ class Rollouts:
             return _WriteLog(sb)
         return sb
 
-    async def _workspace_key(self, sb: Sandbox, task: Task) -> str | None:
-        th = self._task_hashes.get(task.name) or self._task_hashes.setdefault(task.name, task.content_hash())
-        if isinstance(sb, _WriteLog) and not sb.dirty:
-            # write-only tools: the base plus the writes is the final workspace; keyed without running
-            # anything in the sandbox (the git diff below is one more sandbox process per rollout)
-            return f"{th}:writes:" + hashlib.sha256(json.dumps(sb.writes).encode()).hexdigest()
-        # a throw-away index (the workspace's own index is left alone) holding every file, then its diff
-        r = await sb.run('set -o pipefail; idx=$(mktemp -u) && GIT_INDEX_FILE=$idx git add -A && '
-                         'GIT_INDEX_FILE=$idx git diff --cached --binary HEAD | sha256sum; rc=$?; rm -f "$idx"; exit $rc',
-                         timeout=60, cwd="/workspace")
-        if r.exit_code != 0 or r.timed_out or len(r.output.split()[0] if r.output.split() else "") != 64:
-            return None  # no usable key: verify for real
-        return f"{th}:{r.output.split()[0]}"
+    def _task_hash(self, task: Task) -> str:
+        return self._task_hashes.get(task.name) or self._task_hashes.setdefault(task.name, task.content_hash())
 
-    async def _verify(self, sb: Sandbox, task: Task) -> tuple[Any, bool]:
-        from services.tasks.verifier import VerifyResult
-
-        key = await self._workspace_key(sb, task) if self.reward_cache is not None else None
-        if key and key in self.reward_cache:
-            self.cache_hits += 1
-            return VerifyResult(**self.reward_cache[key]), True
-        if key and key in self._inflight:  # the same workspace is being verified right now: share it
-            res = await asyncio.shield(self._inflight[key])
-            if not res.error:
+    async def _cached(self, keys: list[str], compute: Callable[[], Awaitable[VerifyResult]]) -> tuple[VerifyResult, bool]:
+        """The result under any of ``keys`` (cached or being computed right now), else ``compute()``
+        stored under all of them (errors are not cached)."""
+        if self.reward_cache is None or not keys:
+            return await compute(), False
+        for key in keys:
+            if key in self.reward_cache:
                 self.cache_hits += 1
-                return VerifyResult(**res.to_dict()), True
-        fut: asyncio.Future | None = None
-        if key:
-            fut = self._inflight[key] = asyncio.get_running_loop().create_future()
+                return VerifyResult(**self.reward_cache[key]), True
+        for key in keys:
+            if key in self._inflight:  # the same change is being graded right now: share it
+                res = await asyncio.shield(self._inflight[key])
+                if not res.error:
+                    self.cache_hits += 1
+                    return VerifyResult(**res.to_dict()), True
+        fut = asyncio.get_running_loop().create_future()
+        for key in keys:
+            self._inflight[key] = fut
         try:
-            res = await verify(sb, task, timeout=self.verifier_timeout)
+            res = await compute()
         except BaseException as e:
-            if fut is not None:
-                fut.set_exception(e)
-                fut.exception()  # mark retrieved
-                self._inflight.pop(key, None)
+            fut.set_exception(e)
+            fut.exception()  # mark retrieved
             raise
-        if key:
+        else:
             if not res.error:
-                self.reward_cache[key] = res.to_dict()
+                for key in keys:
+                    self.reward_cache[key] = res.to_dict()
             fut.set_result(res)
-            self._inflight.pop(key, None)
+        finally:
+            for key in keys:
+                self._inflight.pop(key, None)
         return res, False
+
+    async def _verify(self, sb: Sandbox, task: Task) -> tuple[VerifyResult, bool]:
+        th = self._task_hash(task)
+        write_key = (f"{th}:writes:" + hashlib.sha256(json.dumps(sb.writes).encode()).hexdigest()
+                     if isinstance(sb, _WriteLog) and not sb.dirty else None)
+        if write_key and self.reward_cache is not None and write_key in self.reward_cache:
+            self.cache_hits += 1  # write-only tools: base + writes is the change; nothing to run in the sandbox
+            return VerifyResult(**self.reward_cache[write_key]), True
+        base = self.bases[task.name]
+        ex = await extract_patch(sb, base_commit(Path(base)))
+        if ex.error:
+            return VerifyResult(0.0, error="PatchExtractError", reason=ex.error), False
+        outside = {"hack:outside-workspace": ex.outside} if ex.outside else {}
+        key = f"{th}:patch:{ex.sha256}:" + hashlib.sha256(json.dumps(ex.outside).encode()).hexdigest()
+        keys = [k for k in (write_key, key) if k]
+        if self.grading == "in-place":
+            async def compute() -> VerifyResult:
+                res = await verify(sb, task, timeout=self.verifier_timeout)
+                res.flags = {**outside, **res.flags}
+                return res
+        else:
+            async def compute() -> VerifyResult:
+                return await grade_patch(task, base, self.factory, ex.patch, timeout=self.verifier_timeout, flags=outside)
+        return await self._cached(keys, compute)
 
     def agent(self, policy: Policy) -> SWEAgent:
         kw: dict[str, Any] = {}
@@ -204,6 +226,8 @@ class Rollouts:
                         failures.agent += 1
                     if res.error:
                         failures.verifier += 1
+                    for flag in res.flags:
+                        failures.hacks[flag] = failures.hacks.get(flag, 0) + 1
                     traj.timings["total_s"] = time.time() - t0
                     return traj
                 except Exception as e:  # noqa: BLE001  (sandbox creation / transport failure)

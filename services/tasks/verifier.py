@@ -9,7 +9,14 @@ Call :func:`verify` only after the agent finished. It
 4. reads ``/logs/verifier/reward.json`` (flat ``{"name": number}``, preferred) or ``reward.txt``
    (one number). **The exit code of test.sh is not the reward.**
 5. reads ``/logs/verifier/report.json`` when the task wrote one (SWE-style tasks, see
-   ``services.tasks.grading``) to say which tests failed.
+   ``services.tasks.grading``) to say which tests failed and which ``hack:<kind>`` flags it raised,
+6. validates the reward: finite and within the task's ``[metadata.grading] reward_range``
+   ([0, 1] by default), else reward 0 with ``RewardOutOfRangeError``; a flag whose policy is
+   ``zero`` (the default, ``services.tasks.hacks``) makes the reward 0.
+
+This grades the sandbox it is given. Rollouts grade the agent's *patch* in a fresh sandbox
+(``services.tasks.cleangrade``); calling this on the agent's own sandbox is the explicit
+``in-place`` grading mode.
 
 Nothing here raises for a bad task or a bad sandbox: every failure becomes reward 0 with an
 ``error`` class (Harbor's names where Harbor has one) and a human ``reason``.
@@ -27,6 +34,7 @@ from typing import Any
 from services.common.sandbox_api import Sandbox
 
 from .config import resolve_env
+from .hacks import grading_policy, zeroing
 from .task import Task
 
 VERIFIER_DIR = "/logs/verifier"
@@ -46,6 +54,7 @@ class VerifyResult:
     timed_out: bool = False
     duration_s: float = 0.0
     output_tail: str = ""             # end of test-stdout.txt
+    flags: dict[str, list[str]] = field(default_factory=dict)  # hack:<kind> -> evidence
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -176,9 +185,21 @@ async def _verify(sandbox: Sandbox, task: Task, t_limit: float, host_env: dict[s
         result.error, result.reason = e.kind, str(e)
         return result
 
+    (lo, hi), policies = grading_policy(task.config.metadata)
+    for name in (result.report or {}).get("hacks", []) if isinstance(result.report, dict) else []:
+        result.flags.setdefault(str(name), list((result.report or {}).get("foreign_outputs", []))[:10])
+    out_of_range = {k: v for k, v in rewards.items() if not lo <= v <= hi}
+    if out_of_range:
+        result.error = "RewardOutOfRangeError"
+        result.reason = f"reward(s) {out_of_range} outside the task's range [{lo:g}, {hi:g}]"
+        return result
     result.rewards = rewards
     result.reward = scalar_reward(rewards)
-    if result.reward < 1.0:
+    zero = zeroing(result.flags, policies)
+    if zero:
+        result.reward = 0.0
+        result.reason = f"reward 0: {', '.join(zero)} ({'; '.join(result.flags[zero[0]][:3])})"
+    elif result.reward < 1.0:
         if isinstance(result.report, dict) and result.report.get("reason"):
             result.reason = str(result.report["reason"])
         elif result.failed_tests:

@@ -85,9 +85,11 @@ def _run(coro):
     return asyncio.run(asyncio.wait_for(coro, DEADLINE_S))
 
 
+# grading="in-place": the factory's call counts below are the agents' sandboxes (clean grading asks the
+# factory for one more sandbox per scored rollout; tests/tasks/test_redteam.py covers that path)
 def _one(micro, factory, policy_of, **kw):
     tasks, bases, tok = micro
-    ro = Rollouts(factory, bases, tok, CFG, concurrency=4, max_retries=2, **kw)
+    ro = Rollouts(factory, bases, tok, CFG, concurrency=4, max_retries=2, grading="in-place", **kw)
     f = Failures()
     traj = _run(ro.run_one(tasks[0], policy_of(tok, tasks[0]), f))
     return traj, f.to_dict()
@@ -142,7 +144,7 @@ def test_context_overflow_400_is_the_models_failure_not_infra(micro, backend):
     cfg = AgentConfig(tools=["edit"], compact_schemas=True, budgets=Budgets(max_turns=1, max_output_tokens=10**6,
                                                                              max_context=10**7))
     inj = Injector()
-    ro = Rollouts(inj, bases, tok, cfg, max_retries=2)
+    ro = Rollouts(inj, bases, tok, cfg, max_retries=2, grading="in-place")
     f = Failures()
     traj = _run(ro.run_one(tasks[0], TinkerPolicy(sampler, [tok.convert_tokens_to_ids("<|im_end|>")], seed=1), f))
     assert traj is not None and traj.error_status == 400 and "context" in traj.error, traj.error
@@ -172,7 +174,7 @@ def test_group_with_a_lost_rollout_is_dropped_whole(micro, backend, tmp_path):
                 raise ConnectionError("injected: sandbox failed to start")
             return await HostSandbox.create(base_dir=base)
 
-    ro = Rollouts(PerTask(), bases, tok, CFG, concurrency=4, max_retries=2)
+    ro = Rollouts(PerTask(), bases, tok, CFG, concurrency=4, max_retries=2, grading="in-place")
     ctx = SimpleNamespace(tasks=tasks, rng=random.Random(0), rollouts=ro)
     args = SimpleNamespace(mode="grpo", temperature=1.0, groups_per_step=2, group_size=2, seed=0, normalize_std=False,
                            leave_one_out=False, max_train_transitions=None, learning_rate=1e-4, lr_schedule="constant",
