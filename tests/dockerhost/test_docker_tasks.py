@@ -79,7 +79,7 @@ def test_broken_dockerfile_is_excluded_with_its_log_and_docker_image_tasks_work(
     (broken / "task.toml").write_text((broken / "task.toml").read_text().replace(
         'name = "swebench-sample/sample__stats-202"', 'name = "tests/broken-build"'))
     (broken / "environment" / "Dockerfile").write_text(
-        f"FROM {manifest['tasks'][good.slug]['base']['env_image']}\nRUN echo the-build-step-says-boom && exit 3\n")
+        f"FROM {manifest['tasks'][good.slug]['base']['env_image']}\nRUN echo build-step-output-$((6*7)) && exit 3\n")
     named = tmp_path / "tasks" / "named"   # [environment].docker_image instead of a Dockerfile
     shutil.copytree(good.path, named)
     (named / "environment" / "Dockerfile").unlink()
@@ -93,7 +93,7 @@ def test_broken_dockerfile_is_excluded_with_its_log_and_docker_image_tasks_work(
                                   log=lambda s: None))
     bad, ok = m["tasks"]["tests__broken-build"], m["tasks"]["tests__named-image"]
     assert bad["excluded"] and "tests/broken-build" in bad["reason"] and "failed to build" in bad["reason"]
-    assert "the-build-step-says-boom" in bad["reason"], bad["reason"]   # the build log's tail
+    assert "build-step-output-42" in bad["reason"], bad["reason"]   # the build log's tail (the step's output)
     assert not ok["excluded"], ok["reason"]
     assert ok["base"]["commit"] == manifest["tasks"][good.slug]["base"]["commit"]
 
