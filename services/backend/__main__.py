@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -38,8 +39,16 @@ def build(cfg: dict, state_dir: Path):
     ckdir = state_dir / "checkpoints"
     store = Store(state_dir / "backend.sqlite3")
 
+    runtime_cls = Runtime
+    if rcfg.get("ray"):  # engine.ray: trainer ranks and sampler replicas as Ray actors (docs/ray.md)
+        from functools import partial
+
+        from .ray_runtime import RayRuntime
+
+        runtime_cls = partial(RayRuntime, ray_cfg=rcfg["ray"])
+
     def factory():
-        return Runtime(models, ckdir, device=rcfg.get("device", "cpu"), dtype=rcfg.get("dtype", "float32"),
+        return runtime_cls(models, ckdir, device=rcfg.get("device", "cpu"), dtype=rcfg.get("dtype", "float32"),
                        threads=rcfg.get("threads"), max_tokens_per_microbatch=int(rcfg.get("max_tokens_per_microbatch", 8192)),
                        max_sampler_snapshots=int(rcfg.get("max_sampler_snapshots", 16)),
                        max_batch_sequences=int(rcfg.get("max_batch_sequences", 256)),
@@ -100,12 +109,17 @@ def main(argv: list[str] | None = None) -> int:
 
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                                            timeout_graceful_shutdown=5))
+    # uvicorn re-raises the SIGTERM it handled once it has stopped: with the default action that would
+    # end the process here, before the engine (and a Ray runtime's actors) is stopped below
+    signal.signal(signal.SIGTERM, lambda *_: None)
     t0 = time.time()
     try:
         server.run()
     finally:
         log.info("stopping engine (served %.0fs)", time.time() - t0)
         backend.engine.stop()
+        if hasattr(backend.engine.runtime, "close"):  # the Ray runtime stops its actors (and private cluster)
+            backend.engine.runtime.close()
         backend.store.close()
         log.info("backend stopped")
     return 0
