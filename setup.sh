@@ -5,36 +5,92 @@
 #   bash setup.sh runtime   # .venv-runtime: torch, transformers, peft, FastAPI backend + the tiny default model
 #   bash setup.sh agent     # .venv-agent: mini-swe-agent (unmodified) for agents inside sandboxes (docs/modelservice.md)
 #   bash setup.sh system    # Debian packages the sandboxes need (bubblewrap, ...); needs root
-#   bash setup.sh all       # system (if root) + control + runtime + agent
+#   bash setup.sh all       # system (if root) + sandbox host check + control + runtime + agent
+#   bash setup.sh check     # can the local sandboxes (bubblewrap, user namespaces) run here? says the fix if not
 #   bash setup.sh docker    # docker.io + dockerd (if none runs) + the offline base image (root; docker-stop stops it)
 #   bash setup.sh harbor    # .venv-harbor: Harbor's own runner (Python 3.12), an outside check of the sandboxes
 #
 # Each step ends with a JSON report of what is installed and whether it imports.
-# Environment: PYTHON (interpreter to build venvs from; default python3.11), LTS_SKIP_MODEL=1 (no tiny model).
+# Environment: PYTHON (interpreter for the venvs: 3.11-3.13; default python3.11), LTS_TORCH_INDEX (torch build:
+# auto | URL | pypi | none, see install_torch), LTS_SKIP_MODEL=1 (no tiny model), LTS_SKIP_SANDBOX_CHECK=1.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT="$(pwd)"
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; }
 
 die() { echo "setup.sh: error: $*" >&2; exit 1; }
 
-find_python() {
-  local cand="${PYTHON:-}"
+find_python() {  # an interpreter 3.11-3.13 with venv + ensurepip (installs python3-venv on Debian when root)
+  local cand="${PYTHON:-}" c
   if [[ -z "$cand" ]]; then
-    for c in python3.11 "$HOME/.pyenv/versions/3.11.7/bin/python3.11" python3; do
+    for c in python3.11 "$HOME/.pyenv/versions/3.11.7/bin/python3.11" python3.12 python3.13 python3; do
       if command -v "$c" >/dev/null 2>&1; then cand="$c"; break; fi
     done
   fi
-  [[ -n "$cand" ]] || die "no Python found: install Python 3.11 (or set PYTHON=/path/to/python3.11)"
+  [[ -n "$cand" ]] || die "no Python found: install Python 3.11, 3.12 or 3.13 (Debian/Ubuntu: apt-get install python3 python3-venv), or set PYTHON=/path/to/python3"
   local ver
   ver="$("$cand" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" || die "$cand does not run"
   case "$ver" in
-    3.11|3.12) ;;
-    *) die "$cand is Python $ver; this project needs Python 3.11 (3.12 works for the runtime only)";;
+    3.11|3.12|3.13) ;;
+    *) die "$cand is Python $ver; this project supports Python 3.11-3.13 (set PYTHON=/path/to/python3.11)";;
   esac
-  "$cand" -c 'import venv, ensurepip' 2>/dev/null || die "$cand lacks venv/ensurepip (Debian: apt-get install python3-venv)"
+  if ! "$cand" -c 'import venv, ensurepip' 2>/dev/null; then
+    if [[ "$(id -u)" == "0" ]] && command -v apt-get >/dev/null 2>&1; then
+      echo "[setup] $cand lacks venv/ensurepip: apt-get install python3-venv python$ver-venv" >&2
+      { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null 2>&1
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python$ver-venv" >/dev/null 2>&1 || true; } >&2
+    fi
+    "$cand" -c 'import venv, ensurepip' 2>/dev/null \
+      || die "$cand lacks venv/ensurepip: run 'sudo apt-get install python3-venv python$ver-venv' (Debian/Ubuntu), then re-run"
+  fi
   echo "$cand"
+}
+
+# --- torch: which build (docs: README "What set-up installs") ----------------------------------------
+# LTS_TORCH_INDEX picks where torch comes from:
+#   unset (auto)  GPU host (nvidia-smi lists a GPU): pip's default index, whose Linux torch is the CUDA build.
+#                 No GPU: a CPU build: the one pip finds already (a local wheel/mirror "+cpu" build), else
+#                 the PyTorch CPU index https://download.pytorch.org/whl/cpu (about 200 MB instead of several GB).
+#   URL           that index (e.g. https://download.pytorch.org/whl/cu128 for another CUDA version, or a mirror)
+#   pypi          whatever pip's configured index gives (on x86 Linux: the CUDA build)
+#   none          no torch at all (control environment only; nothing that imports torch will work)
+TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
+
+install_torch() {  # install_torch VENV_PYTHON PIN
+  local vpy="$1" pin="$2" choice="${LTS_TORCH_INDEX:-auto}" picked
+  case "$choice" in
+    none) echo "[setup] LTS_TORCH_INDEX=none: not installing torch"; return 0 ;;
+    pypi) echo "[setup] installing $pin from pip's configured index (LTS_TORCH_INDEX=pypi)"
+          "$vpy" -m pip install -q "$pin" || die "could not install $pin from pip's configured index"; return 0 ;;
+    auto) ;;
+    *) echo "[setup] installing $pin from $choice (LTS_TORCH_INDEX)"
+       "$vpy" -m pip install -q --index-url "$choice" "$pin" \
+         || die "could not install $pin from $choice (LTS_TORCH_INDEX): check the URL, or unset it for the automatic choice"
+       return 0 ;;
+  esac
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    echo "[setup] GPU found (nvidia-smi): installing $pin from pip's index (the CUDA build; set LTS_TORCH_INDEX to choose another)"
+    "$vpy" -m pip install -q "$pin" || die "could not install $pin (set LTS_TORCH_INDEX=<index URL> for a mirror)"
+    return 0
+  fi
+  if [[ "$(uname -s)/$(uname -m)" != Linux/x86_64 ]]; then  # PyPI's torch for other platforms is the CPU build
+    echo "[setup] no GPU ($(uname -s)/$(uname -m)): installing $pin from pip's index (a CPU build there)"
+    "$vpy" -m pip install -q "$pin" || die "could not install $pin"
+    return 0
+  fi
+  picked="$("$vpy" -m pip install -q --dry-run --no-deps --ignore-installed --report - "$pin" 2>/dev/null \
+    | "$vpy" -c 'import json, sys; print(json.load(sys.stdin)["install"][0]["metadata"]["version"])' 2>/dev/null || true)"
+  if [[ "$picked" == *+cpu ]]; then
+    echo "[setup] no GPU: installing torch $picked (a CPU build pip already finds)"
+    "$vpy" -m pip install -q "$pin" || die "could not install $pin"
+  else
+    echo "[setup] no GPU: installing $pin as the CPU build from $TORCH_CPU_INDEX (pip's own index offers ${picked:-nothing}, a CUDA build)"
+    local why="unreachable from here"
+    "$vpy" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=15)' "$TORCH_CPU_INDEX" 2>/dev/null \
+      && why="pip failed" && "$vpy" -m pip install -q --index-url "$TORCH_CPU_INDEX" "$pin" \
+      || die "could not install the CPU build of $pin from $TORCH_CPU_INDEX ($why). Set LTS_TORCH_INDEX to a reachable index or mirror that has it, or LTS_TORCH_INDEX=pypi to take pip's default (CUDA) build, several GB"
+  fi
 }
 
 # make_venv NAME REQUIREMENTS
@@ -42,7 +98,7 @@ make_venv() {
   local name="$1" req="$2" py venv stamp want
   venv="$ROOT/.venv-$name"
   stamp="$venv/.lts-installed"
-  want="$(cat "$req" pyproject.toml | sha256sum | cut -c1-16)"
+  want="$( (cat "$req" pyproject.toml; [[ -z "${LTS_TORCH_INDEX:-}" ]] || echo "torch:$LTS_TORCH_INDEX") | sha256sum | cut -c1-16)"
   if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$venv/bin/python" ]]; then
     echo "[setup] .venv-$name is up to date ($req unchanged)"
     return 0
@@ -57,10 +113,13 @@ make_venv() {
   # torch first and alone, pinned, so that no other package can pull a different (CUDA) build
   local torch_pin
   torch_pin="$(grep -E '^torch==' "$req" || true)"
-  if [[ -n "$torch_pin" ]]; then
-    "$venv/bin/python" -m pip install -q "$torch_pin" || die "could not install $torch_pin"
+  [[ -z "$torch_pin" ]] || install_torch "$venv/bin/python" "$torch_pin"
+  if [[ "${LTS_TORCH_INDEX:-}" == "none" ]]; then  # the requirements are a full lock: install it without torch
+    grep -vE '^torch==' "$req" > "$venv/.requirements-no-torch.txt"
+    "$venv/bin/python" -m pip install -q --no-deps -r "$venv/.requirements-no-torch.txt" || die "pip install -r $req (without torch) failed"
+  else
+    "$venv/bin/python" -m pip install -q -r "$req" || die "pip install -r $req failed (see the messages above)"
   fi
-  "$venv/bin/python" -m pip install -q -r "$req" || die "pip install -r $req failed (see the messages above)"
   "$venv/bin/python" -m pip install -q --no-deps -e . || die "could not install the project into .venv-$name"
   echo "$want" > "$stamp"
 }
@@ -68,8 +127,10 @@ make_venv() {
 report() {  # report NAME MODULE...
   local name="$1"; shift
   "$ROOT/.venv-$name/bin/python" - "$name" "$@" <<'EOF'
-import importlib, json, platform, sys
+import importlib, json, os, platform, sys
 name, mods = sys.argv[1], sys.argv[2:]
+if os.environ.get("LTS_TORCH_INDEX") == "none":  # set up without torch on purpose
+    mods = [m for m in mods if m != "torch"]
 rep = {"venv": f".venv-{name}", "python": platform.python_version(), "ok": True, "packages": {}}
 for m in mods:
     try:
@@ -230,16 +291,47 @@ setup_harbor() {
     "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("harbor"))' 2>/dev/null || echo MISSING)"
 }
 
+# --- sandbox host check: can the local sandbox backend (bubblewrap in user namespaces) run here? -------
+# Runs the same namespace set-up the sandbox manager uses (services/sandbox/local), before anything
+# is installed, and names the fix when it fails. LTS_SKIP_SANDBOX_CHECK=1 skips it (docker/ROCK sandboxes).
+check_sandbox_host() {
+  if [[ "${LTS_SKIP_SANDBOX_CHECK:-0}" == "1" ]]; then echo "[setup] sandbox host check skipped (LTS_SKIP_SANDBOX_CHECK=1)"; return 0; fi
+  local use="the local sandbox backend needs it; with docker or ROCK sandboxes set LTS_SKIP_SANDBOX_CHECK=1"
+  command -v bwrap >/dev/null 2>&1 || die "bubblewrap is not installed: run 'sudo bash setup.sh system' (or 'sudo apt-get install bubblewrap') ($use)"
+  command -v unshare >/dev/null 2>&1 || die "unshare (util-linux) is not installed: run 'sudo apt-get install util-linux' ($use)"
+  local probe=(bwrap --unshare-all --unshare-user --disable-userns --die-with-parent --ro-bind / / true) err
+  if [[ "$(id -u)" != "0" ]]; then
+    probe=(unshare --user --map-root-user --mount --propagation private bwrap --unshare-all --unshare-user --disable-userns --cap-drop ALL --ro-bind / / true)
+  fi
+  if err="$("${probe[@]}" 2>&1)"; then
+    echo "[setup] sandbox host check passed ($([[ "$(id -u)" == "0" ]] && echo "root: bubblewrap + cgroups" || echo "non-root: bubblewrap in a user namespace, no cgroup limits"))"
+    return 0
+  fi
+  local fix="run as root (sudo bash setup.sh all), or use docker sandboxes (sudo bash setup.sh docker; python configure.py --sandbox-backend docker; LTS_SKIP_SANDBOX_CHECK=1)"
+  if [[ "$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null)" == "1" ]]; then
+    fix="Ubuntu >= 23.10 blocks unprivileged user namespaces (AppArmor): sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (keep it: echo kernel.apparmor_restrict_unprivileged_userns=0 | sudo tee /etc/sysctl.d/60-userns.conf), or $fix"
+  elif [[ "$(cat /proc/sys/kernel/unprivileged_userns_clone 2>/dev/null)" == "0" ]]; then
+    fix="unprivileged user namespaces are off: sudo sysctl -w kernel.unprivileged_userns_clone=1, or $fix"
+  elif [[ "$(cat /proc/sys/user/max_user_namespaces 2>/dev/null)" == "0" ]]; then
+    fix="user namespaces are disabled: sudo sysctl -w user.max_user_namespaces=15000, or $fix"
+  elif [[ -f /.dockerenv || -f /run/.containerenv ]]; then
+    fix="inside a container, namespaces need a privileged container (docker run --privileged, or --security-opt seccomp=unconfined --security-opt apparmor=unconfined), or $fix"
+  fi
+  die "the sandbox host check failed: '${probe[*]}' says: ${err:-nothing}. Fix: $fix"
+}
+
 case "${1:-}" in
   control) setup_control ;;
   runtime) setup_runtime ;;
   system) setup_system ;;
   agent) setup_agent ;;
   docker) setup_docker ;;
+  check) check_sandbox_host ;;
   harbor) setup_harbor ;;
   docker-stop) docker_stop ;;
   all)
     if [[ "$(id -u)" == "0" ]]; then setup_system; else echo "[setup] not root: skipping system packages (run: sudo bash setup.sh system)"; fi
+    check_sandbox_host
     setup_control; setup_runtime; setup_agent ;;
   -h|--help|help) usage ;;
   *) usage; exit 2 ;;
