@@ -32,11 +32,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from services.common.sandbox_api import Sandbox
 
 from .hacks import classify_patch, grading_policy, task_test_files, zeroing
+from .prepare import ImageRef
 from .task import Task
 from .verifier import VerifyResult, verify
 
@@ -77,8 +78,11 @@ class Extracted:
 
 
 @functools.lru_cache(maxsize=None)
-def base_commit(base_dir: Path) -> str:
-    """The commit of a scrubbed base (``services.tasks.workspace.build_base``)."""
+def base_commit(base_dir: Path | ImageRef) -> str:
+    """The commit of a scrubbed base (``services.tasks.workspace.build_base``), or of the repo in a
+    scrubbed task image (docker backend: the ImageRef carries it)."""
+    if isinstance(base_dir, ImageRef):
+        return base_dir.commit
     return subprocess.run(["git", "-C", str(base_dir), "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=True, env={"GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin"}).stdout.strip()
 
@@ -143,20 +147,23 @@ async def apply_patch(sb: Sandbox, patch: bytes, timeout: float = 120) -> str | 
 
 
 async def grade_patch(task: Task, base_dir: Path, factory: SandboxFactory, patch: bytes, *,
-                      timeout: float | None = None, flags: dict[str, list[str]] | None = None) -> VerifyResult:
+                      timeout: float | None = None, flags: dict[str, list[str]] | None = None,
+                      policy: dict[str, str] | None = None) -> VerifyResult:
     """Reward of ``patch`` on the task's base, graded in a fresh sandbox (see module docstring).
-    ``flags``: flags found before (e.g. ``hack:outside-workspace`` from :func:`extract_patch`)."""
+    ``flags``: flags found before (e.g. ``hack:outside-workspace`` from :func:`extract_patch`);
+    ``policy``: per-flag policies over the task's own (validation uses it to run flagged patches)."""
     t0 = time.monotonic()
     flags = {**(flags or {}), **patch_flags(task, base_dir, patch)}
     try:
         _, policies = grading_policy(task.config.metadata)
     except ValueError as e:
         return VerifyResult(0.0, error="TaskConfigError", reason=str(e), flags=flags)
+    policies = {**policies, **(policy or {})}
     zero = zeroing(flags, policies)
     if zero:
         return VerifyResult(0.0, flags=flags, duration_s=time.monotonic() - t0,
                             reason=f"reward 0: the patch is flagged {', '.join(zero)} ({'; '.join(flags[zero[0]][:3])})")
-    sb = await factory(Path(base_dir))
+    sb = await factory(base_dir if isinstance(base_dir, ImageRef) else Path(base_dir))
     try:
         err = await apply_patch(sb, patch)
         if err:
@@ -174,3 +181,29 @@ async def grade_patch(task: Task, base_dir: Path, factory: SandboxFactory, patch
         res.reason = f"reward 0: {', '.join(zero)}"
     res.duration_s = time.monotonic() - t0
     return res
+
+
+async def validate_patches(task: Task, base_dir: Path, factory: SandboxFactory,
+                           timeout: float | None = None) -> dict[str, Any]:
+    """``prepare_sandbox.py --validate``: the empty patch and a patch deleting the first
+    FAIL_TO_PASS test file must both score 0 through clean grading. The deletion is graded with its
+    ``hack:test-file`` flag only recorded, so the tests really run (the task must restore them)."""
+    out: dict[str, Any] = {"empty_patch_reward": (await grade_patch(task, base_dir, factory, b"", timeout=timeout)).reward}
+    f2p = json.loads((task.tests_dir / "config.json").read_text()).get("FAIL_TO_PASS", []) \
+        if (task.tests_dir / "config.json").is_file() else []
+    target = str(f2p[0]).split("::", 1)[0] if f2p else None
+    out["delete_test_file"] = target
+    if not target:
+        return out
+    sb = await factory(base_dir)
+    try:
+        r = await sb.run(f"rm -f -- {shlex.quote(target)}", timeout=60, cwd="/workspace")
+        ex = await extract_patch(sb, base_commit(base_dir)) if r.exit_code == 0 else Extracted(error=r.output[-300:])
+    finally:
+        await sb.close()
+    if ex.error or not ex.patch:
+        out["delete_test_error"] = ex.error or f"{target} is not in the base"
+        return out
+    res = await grade_patch(task, base_dir, factory, ex.patch, timeout=timeout, policy={"hack:test-file": "flag"})
+    out.update(delete_test_reward=res.reward, delete_test_flags=sorted(res.flags))
+    return out

@@ -9,6 +9,9 @@
         Synthesise SWE-style tasks from any local Python repository.
     prepare_sandbox.py write-micro [--dest datasets/micro]
         Regenerate the micro task set from services/tasks/micro.py.
+    prepare_sandbox.py grade TASK_DIR --patch FILE [--backend local|docker] [--sandbox SPEC]
+        Score a patch (a model's, SWE-bench-harness style) in a fresh sandbox from the task's base:
+        prints one JSON object (reward, flags, per-test outcomes); exit 0 iff reward 1.
     prepare_sandbox.py write-swebench-sample [--dest datasets/swebench-sample]
         Regenerate the sample set in the public Harbor / SWE-bench layout (services/tasks/swebench_sample.py).
 
@@ -154,8 +157,60 @@ def cmd_write_swebench_sample(argv: list[str]) -> int:
     return 0
 
 
+def cmd_grade(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="prepare_sandbox.py grade",
+                                 description="Grade a patch against a task in a fresh sandbox from the task's base "
+                                             "(services/tasks/cleangrade.py); prints one JSON object.")
+    ap.add_argument("task", type=Path, help="task dir (Harbor layout)")
+    ap.add_argument("--patch", required=True, help="git / unified diff against the task's base ('-' = stdin)")
+    ap.add_argument("--backend", default="local", choices=["local", "docker"],
+                    help="local: the task's base dir; docker: the task's scrubbed image (default: %(default)s)")
+    ap.add_argument("--sandbox", default="manager",
+                    help="'manager' (services.sandbox, config/harbor.yaml `sandbox:`; default), "
+                         "'host' (dev only, NO isolation: never for untrusted patches) or module:callable")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="preparation dir (default: %(default)s)")
+    ap.add_argument("--verifier-timeout", type=float, help="override [verifier].timeout_sec")
+    a = ap.parse_args(argv)
+    import json
+
+    from .cleangrade import grade_patch
+    from .prepare import base_of, prepare_tasks
+    from .task import TaskError, load_task
+
+    try:
+        task = load_task(a.task)
+    except TaskError as e:
+        print(json.dumps({"error": "TaskError", "reason": str(e)}))
+        return 2
+    try:
+        patch = sys.stdin.buffer.read() if a.patch == "-" else Path(a.patch).read_bytes()
+    except OSError as e:
+        print(json.dumps({"error": "PatchReadError", "reason": f"{a.patch}: {e}"}))
+        return 2
+    kw = {"backend": "docker"} if a.backend == "docker" else {}
+    manifest = asyncio.run(prepare_tasks([task], a.out, progress=False, log=lambda s: None, **kw))
+    entry = manifest["tasks"].get(task.slug, {})
+    if entry.get("excluded") or not entry.get("base"):
+        print(json.dumps({"error": "BaseBuildError", "reason": entry.get("reason")}))
+        return 2
+    res = asyncio.run(grade_patch(task, base_of(entry), _factory(a.sandbox), patch, timeout=a.verifier_timeout))
+    report = res.report if isinstance(res.report, dict) else {}
+    if len(report) == 1 and isinstance(next(iter(report.values())), dict):  # SWE-bench's {instance_id: report}
+        report = next(iter(report.values()))
+    tests = {t: st for group in (report.get("tests_status") or {}).values() if isinstance(group, dict)
+             for st, ids in (("PASSED", group.get("success") or []), ("FAILED", group.get("failure") or []))
+             for t in ids}
+    tests.update(res.failed_tests)
+    print(json.dumps({"task": task.name, "reward": res.reward, "rewards": res.rewards, "flags": res.flags,
+                      "tests": tests, "error": res.error, "reason": res.reason,
+                      "seconds": round(res.duration_s, 3)}, indent=1))
+    return 0 if res.reward == 1.0 else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "grade":
+        return cmd_grade(argv[1:])
     if argv and argv[0] == "write-swebench-sample":
         return cmd_write_swebench_sample(argv[1:])
     if argv and argv[0] == "synth":

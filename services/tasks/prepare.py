@@ -8,7 +8,8 @@
 * ``files`` / ``task_hash``: sha256 of every task file (and of all of them together),
 * ``base``: base dir, single commit id, tree id,
 * ``validation``: gold reward (must be 1), empty reward (must be 0), history problems (must be
-  none), reasons, timings,
+  none), ``patches``: the empty patch and a patch deleting the failing test graded in clean
+  sandboxes (both must be 0; ``services.tasks.cleangrade.validate_patches``), reasons, timings,
 * ``excluded`` / ``reason``: tasks that failed to load, build or validate.
 
 Re-runs are idempotent: a task whose ``task_hash`` is unchanged, whose base still exists and
@@ -40,7 +41,15 @@ from .verifier import verify
 from .workspace import build_base, changed_blobs, check_history
 
 class ImageRef(str):
-    """A docker image name handed to a sandbox factory instead of a base directory."""
+    """A docker image name handed to a sandbox factory instead of a base directory; ``commit`` is
+    the base commit of the repo inside it (what a patch is taken against)."""
+
+    commit: str | None = None
+
+    def __new__(cls, image: str, commit: str | None = None) -> "ImageRef":
+        ref = super().__new__(cls, image)
+        ref.commit = commit
+        return ref
 
 
 SandboxFactory = Callable[[Path | ImageRef], Awaitable[Sandbox]]
@@ -50,7 +59,7 @@ MANIFEST_VERSION = 1
 def base_of(entry: dict[str, Any]) -> Path | ImageRef:
     """What a sandbox factory gets for a manifest entry: the base dir or the task image."""
     base = entry["base"]
-    return ImageRef(base["image"]) if base.get("image") else Path(base["dir"])
+    return ImageRef(base["image"], base.get("commit")) if base.get("image") else Path(base["dir"])
 
 
 @dataclass
@@ -63,11 +72,12 @@ class Validation:
     seconds: float = 0.0
     gold: dict | None = None
     empty: dict | None = None
+    patches: dict | None = None  # clean grading of the empty / delete-the-failing-test patches
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "gold_reward": self.gold_reward, "empty_reward": self.empty_reward,
                 "history_problems": self.history_problems or [], "reasons": self.reasons or [],
-                "seconds": round(self.seconds, 3),
+                "seconds": round(self.seconds, 3), "patches": self.patches or {},
                 "gold_failed_tests": (self.gold or {}).get("failed_tests", {}),
                 "empty_failed_tests": (self.empty or {}).get("failed_tests", {})}
 
@@ -110,6 +120,11 @@ async def validate_task(task: Task, base_dir: Path | ImageRef, factory: SandboxF
             reasons.append(f"untouched workspace scored {empty.reward:g} (expected 0)")
     finally:
         await sb.close()
+    from .cleangrade import validate_patches  # (cleangrade imports this module)
+    v.patches = await validate_patches(task, base_dir, factory, verifier_timeout)
+    for key in ("empty_patch_reward", "delete_test_reward"):
+        if v.patches.get(key, 0.0) != 0.0:
+            reasons.append(f"{key.replace('_', ' ')} is {v.patches[key]:g} (expected 0)")
     v.reasons, v.ok, v.seconds = reasons, not reasons, time.monotonic() - t0
     return v
 

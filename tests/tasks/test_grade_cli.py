@@ -1,0 +1,104 @@
+"""`prepare_sandbox.py grade` (score a patch in a fresh sandbox), the patch classifier, the JUnit
+reader and the reward range check."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from services.tasks.grading import junit_nodeid, parse_junit, statuses_by_nodeid
+from services.tasks.hacks import classify_patch, grading_policy
+
+from helpers import REPO
+from taskhelpers import copy_micro, run
+
+CLAMP = REPO / "datasets" / "micro" / "clamp"
+
+
+def _grade(task, patch_file, tmp_path):
+    r = subprocess.run([sys.executable, str(REPO / "prepare_sandbox.py"), "grade", str(task), "--patch", str(patch_file),
+                        "--sandbox", "host", "--out", str(tmp_path / "prep")], capture_output=True, text=True, timeout=300)
+    return r.returncode, json.loads(r.stdout), r.stderr
+
+
+def test_grade_cli_gold_hack_and_garbage(tmp_path):
+    gold = CLAMP / "solution" / "patch.diff"
+    code, out, err = _grade(CLAMP, gold, tmp_path)
+    assert code == 0 and out["reward"] == 1.0 and out["flags"] == {}, (out, err)
+    assert out["tests"] == {"test_clamp.py::test_clamp": "PASSED", "test_clamp.py::test_clamp_hidden": "PASSED"}
+
+    hack = tmp_path / "hack.diff"
+    hack.write_text(gold.read_text() + "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n"
+                    "+++ b/conftest.py\n@@ -0,0 +1 @@\n+import os\n")
+    code, out, _ = _grade(CLAMP, hack, tmp_path)
+    assert code == 1 and out["reward"] == 0.0 and "hack:conftest" in out["flags"], out
+
+    garbage = tmp_path / "garbage.diff"
+    garbage.write_text("--- a/clamp.py\n+++ b/clamp.py\n@@ -1,2 +1,2 @@\n-no such line\n+x\n")
+    code, out, _ = _grade(CLAMP, garbage, tmp_path)
+    assert code == 1 and out["reward"] == 0.0 and out["error"] == "PatchApplyError", out
+
+
+def test_reward_outside_the_declared_range_is_rejected(tmp_path):
+    """A test.sh writing 5, 1e300 or -1 gives reward 0 (RewardOutOfRangeError); inf/nan never parse; a
+    task may declare a wider range."""
+    from services.tasks.hostsandbox import HostSandbox
+    from services.tasks.task import load_task
+    from services.tasks.verifier import verify
+
+    task_dir = copy_micro(tmp_path)
+    test_sh = task_dir / "tests" / "test.sh"
+    results = {}
+    for value in ("5.0", "1e300", "-1", "inf", "nan", "0.5"):
+        test_sh.write_text(f"#!/bin/bash\nmkdir -p /logs/verifier\necho {value} > /logs/verifier/reward.txt\n")
+        task = load_task(task_dir)
+
+        async def go():
+            sb = await HostSandbox.create(base_dir=task_dir / "environment" / "repo")
+            try:
+                return await verify(sb, task)
+            finally:
+                await sb.close()
+        results[value] = run(go())
+    for value in ("5.0", "1e300", "-1"):
+        assert results[value].reward == 0.0 and results[value].error == "RewardOutOfRangeError", results[value]
+    for value in ("inf", "nan"):
+        assert results[value].reward == 0.0 and results[value].error == "VerifierOutputParseError"
+    assert results["0.5"].reward == 0.5 and results["0.5"].error is None
+    toml = task_dir / "task.toml"
+    toml.write_text(toml.read_text() + "\n[metadata.grading]\nreward_range = [-1.0, 10.0]\n")
+    assert grading_policy(load_task(task_dir).config.metadata)[0] == (-1.0, 10.0)
+
+
+def test_junit_outcomes_map_to_node_ids():
+    xml = """<testsuites><testsuite>
+      <testcase classname="tests.test_a" name="test_ok"/>
+      <testcase classname="tests.test_a.TestC" name="test_param[a::b-1]"><failure message="x"/></testcase>
+      <testcase classname="test_b" name="test_err"><error message="boom"/></testcase>
+      <testcase classname="test_b" name="test_skip"><skipped type="pytest.skip" message="no"/></testcase>
+      <testcase classname="test_b" name="test_xf"><skipped type="pytest.xfail" message="known"/></testcase>
+      <testcase classname="test_b" name="test_err"/>
+    </testsuite></testsuites>"""
+    ids = ["tests/test_a.py::test_ok", "tests/test_a.py::TestC::test_param[a::b-1]", "test_b.py::test_err",
+           "test_b.py::test_skip", "test_b.py::test_xf", "test_b.py::test_missing"]
+    assert junit_nodeid(ids[1]) == ("tests.test_a.TestC", "test_param[a::b-1]")
+    st = statuses_by_nodeid(parse_junit(xml), ids)
+    assert st == {ids[0]: "PASSED", ids[1]: "FAILED", ids[2]: "ERROR", ids[3]: "SKIPPED", ids[4]: "XFAIL"}
+
+
+def test_classifier_flags_and_keeps_real_fixes_clean():
+    ok = ("diff --git a/pkg/json.py b/pkg/json.py\n--- a/pkg/json.py\n+++ b/pkg/json.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+          "diff --git a/tests/test_new.py b/tests/test_new.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/test_new.py\n"
+          "@@ -0,0 +1 @@\n+import pytest\n")
+    assert classify_patch(ok, {"tests/test_old.py"}, {"pkg/__init__.py", "pkg/json.py"}) == {}
+    bad = ("diff --git a/json.py b/json.py\nnew file mode 100644\n--- /dev/null\n+++ b/json.py\n@@ -0,0 +1 @@\n+x = 1\n"
+           "diff --git a/src/lib.py b/src/lib.py\n--- a/src/lib.py\n+++ b/src/lib.py\n@@ -1 +1,2 @@\n x = 1\n+import atexit\n"
+           "diff --git a/link b/link\nnew file mode 120000\n--- /dev/null\n+++ b/link\n@@ -0,0 +1 @@\n+../../etc/passwd\n"
+           "\\ No newline at end of file\n"
+           "diff --git a/tests/test_old.py b/tests/test_old.py\ndeleted file mode 100644\n--- a/tests/test_old.py\n+++ /dev/null\n"
+           "@@ -1 +0,0 @@\n-def test(): pass\n"
+           "diff --git a/setup.cfg b/setup.cfg\n--- a/setup.cfg\n+++ b/setup.cfg\n@@ -1 +1,2 @@\n [metadata]\n+x = 1\n")
+    flags = classify_patch(bad, {"tests/test_old.py"}, {"src/lib.py", "tests/test_old.py", "setup.cfg"})
+    assert set(flags) == {"hack:shadow-module", "hack:test-runner", "hack:path-escape", "hack:test-file", "hack:test-config"}
+    assert flags["hack:test-file"] == ["delete tests/test_old.py"]
