@@ -56,13 +56,14 @@ def write_viewer(run_dir: Path, result: dict[str, Any]) -> None:
     """run_dir/viewer.html: one section per step, one collapsible entry per rollout."""
     parts = [f"<!doctype html><meta charset='utf-8'><title>{_esc(run_dir.name)}</title>",
              "<style>body{font:14px sans-serif;margin:2em;max-width:1100px}pre{white-space:pre-wrap;background:#f6f6f6;"
-             "padding:.6em;border-radius:4px}details{margin:.3em 0}summary{cursor:pointer}.r1{color:#070}.r0{color:#a00}"
+             "padding:.6em;border-radius:4px}details{margin:.3em 0}summary{cursor:pointer}.r1{color:#070}.r0{color:#a00}.hack{color:#b50}"
              "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px}</style>",
              f"<h1>{_esc(result.get('mode'))} run {_esc(run_dir.name)}</h1><p>model {_esc(result.get('model'))}</p>"]
     curve = next(iter(run_dir.glob("results/*/reward_curve.png")), None)
     if curve:
         parts.append(f"<img src='{_esc(curve.relative_to(run_dir))}' alt='reward curve'>")
-    parts.append("<table><tr><th>step</th><th>mean reward</th><th>rollouts</th><th>failures</th><th>time (s)</th></tr>")
+    parts.append("<table><tr><th>step</th><th>mean reward</th><th>rollouts</th><th>failures (infra, agent, verifier, "
+                 "retries, hack:&lt;kind&gt;)</th><th>time (s)</th></tr>")
     for s in result.get("steps", []):
         mr = s.get("mean_reward")
         fails = ", ".join(f"{k} {v}" for k, v in (s.get("failures") or {}).items())
@@ -81,7 +82,9 @@ def write_viewer(run_dir: Path, result: dict[str, Any]) -> None:
             txt = f.with_suffix(".txt").read_text() if f.with_suffix(".txt").exists() else ""
             r = info.get("reward")
             cls = "r1" if r == 1 else "r0"
+            flags = (info.get("trajectory") or {}).get("verifier", {}).get("flags") or {}
+            hack = (f" · <b class='hack'>{_esc(', '.join(flags))}</b>" if flags else "")
             parts.append(f"<details><summary class='{cls}'>{_esc(f.stem)} · task {_esc(info.get('task_id'))} · reward {_esc(r)}"
                          f" · advantage {_esc(info.get('advantage', ''))} · turns {_esc(info.get('turns_used'))} · "
-                         f"{_esc(info.get('stop_reason'))}</summary><pre>{_esc(txt)}</pre></details>")
+                         f"{_esc(info.get('stop_reason'))}{hack}</summary><pre>{_esc(txt)}</pre></details>")
     (run_dir / "viewer.html").write_text("\n".join(parts))

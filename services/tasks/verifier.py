@@ -173,10 +173,14 @@ async def _verify(sandbox: Sandbox, task: Task, t_limit: float, host_env: dict[s
         except (json.JSONDecodeError, ValueError):
             result.report = None
 
+    has_json = await _exists(sandbox, f"{VERIFIER_DIR}/reward.json")
+    has_txt = await _exists(sandbox, f"{VERIFIER_DIR}/reward.txt")
+    if has_json and has_txt:  # a test.sh writes one of them; the other came from somewhere else
+        result.flags["hack:reward-file"] = [f"both {VERIFIER_DIR}/reward.json and reward.txt were written"]
     try:
-        if await _exists(sandbox, f"{VERIFIER_DIR}/reward.json"):
+        if has_json:
             rewards = parse_reward_json(await _read(sandbox, f"{VERIFIER_DIR}/reward.json"))
-        elif await _exists(sandbox, f"{VERIFIER_DIR}/reward.txt"):
+        elif has_txt:
             rewards = parse_reward_txt(await _read(sandbox, f"{VERIFIER_DIR}/reward.txt"))
         else:
             raise RewardError("RewardFileNotFoundError",

@@ -222,3 +222,41 @@ def test_clean_grading_defeats_hack_even_when_only_flagged(grading, agent):
                      "pytest-ini-plugin"):
         # the hack did not break grading itself: with the real fix beside it, the tests pass
         assert gold_too.reward == 1.0, (agent, gold_too.reason, gold_too.output_tail[-800:])
+
+
+def test_a_hacking_rollout_is_counted_and_shown(grading, tiny_model, tmp_path):
+    """The quickstart agent's one tool (edit) is enough to try the reward-file hack: a real rollout
+    (agent loop, scripted policy) gets 0, its flag lands in the verifier record, in the step's
+    failure counts and in the viewer."""
+    from transformers import AutoTokenizer
+
+    from cookbook.agent import Budgets
+    from cookbook.agent.agent import SampleOut
+    from cookbook.agent.scripted import tool_call_text
+    from cookbook.report import write_viewer
+    from cookbook.rollout import Failures, save_rollout
+
+    tasks, bases, factory = grading
+    task = tasks["clamp"]
+    tok = AutoTokenizer.from_pretrained(str(tiny_model[1]))
+    hack = tool_call_text("edit", {"path": "clamp.py", "line": 1, "new": REWARD_AT_IMPORT.format().rstrip("\n") +
+                                   "\ndef clamp(x, lo, hi):"})
+
+    class HackPolicy:
+        async def sample(self, prompt, max_tokens):
+            toks = list(tok.encode(hack, add_special_tokens=False)) + [tok.convert_tokens_to_ids("<|im_end|>")]
+            return SampleOut(toks, [0.0] * len(toks), "stop")
+
+    cfg = AgentConfig(tools=["edit"], compact_schemas=True, budgets=Budgets(max_turns=1, max_output_tokens=400))
+    ro = Rollouts(factory, bases, tok, cfg, reward_cache=True)
+    failures = Failures()
+    traj = asyncio.run(ro.run_one(task, HackPolicy(), failures))
+    assert traj is not None and traj.reward == 0.0, traj.verifier
+    assert "hack:reward-file" in traj.verifier["flags"]
+    assert failures.to_dict() == {"infra": 0, "agent": 0, "verifier": 0, "retries": 0, "hack:reward-file": 1}
+    run = tmp_path / "run"
+    save_rollout(traj, run / "step_000", "rollout_00")
+    write_viewer(run, {"mode": "grpo", "steps": [{"step": 0, "mean_reward": 0.0, "n_rollouts": 1,
+                                                   "failures": failures.to_dict(), "time_s": 1.0}]})
+    html = (run / "viewer.html").read_text()
+    assert "hack:reward-file 1" in html and "<b class='hack'>hack:reward-file</b>" in html
