@@ -71,6 +71,9 @@ def add_arguments(sub, common) -> None:
         p.add_argument("--reward-cache", default=None, action=argparse.BooleanOptionalAction,
                        help="reuse the verifier's result for an identical final workspace (default: on with --preset quickstart, "
                             "whose agent has no bash tool)")
+        p.add_argument("--log-to", action="append", default=[], choices=["tensorboard", "wandb"],
+                       help="also log the metrics.jsonl keys to TensorBoard (RUN_DIR/tensorboard) or an offline W&B run "
+                            "(RUN_DIR/wandb); repeatable")
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -205,7 +208,10 @@ async def _run(args, run_dir: Path) -> int:
         shared["reference"] = await sc.create_sampling_client(base_model=ep.model)
     from tqdm import tqdm
 
+    from .metric_loggers import MetricLoggers
+
     bar = tqdm(total=args.num_steps, initial=state.data["step"], desc=args.mode, unit="step")
+    loggers = MetricLoggers(run_dir, args.log_to, result["config"])
     try:
         for step in range(state.data["step"], args.num_steps):
             t0 = time.time()
@@ -215,6 +221,7 @@ async def _run(args, run_dir: Path) -> int:
             result["steps"].append(rec)
             with open(run_dir / "metrics.jsonl", "a") as f:
                 f.write(json.dumps(_metrics_line(rec)) + "\n")
+            loggers.log(_metrics_line(rec), step)
             log.info("step %d: %s", step, json.dumps({k: v for k, v in rec.items() if isinstance(v, (int, float))}))
             bar.update(1)
             bar.set_postfix_str(", ".join(f"{k}={rec[k]:.3f}" for k in ("mean_reward", "loss_per_token", "pass_rate") if isinstance(rec.get(k), float)))
@@ -236,6 +243,7 @@ async def _run(args, run_dir: Path) -> int:
                 break
     finally:
         bar.close()
+        loggers.close()
     final = state.data.get("checkpoint")
     if args.save_state:
         final = (await tc.save_state(args.save_state, overwrite=True)).path
