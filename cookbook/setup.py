@@ -165,5 +165,7 @@ async def make_context(ep: Endpoints, tasks: list[Task], sandbox: str, preset: s
     tok = AutoTokenizer.from_pretrained(ep.tokenizer_path)
     bases = await prepare_bases(tasks)
     acfg = agent_config(preset)
-    ro = Rollouts(sandbox_factory(ep, sandbox), bases, tok, acfg, concurrency=concurrency, reward_cache=reward_cache)
+    grading = (load_config("harbor").get("grading") or {}).get("mode", "clean")  # docs/tasks.md "Grading"
+    ro = Rollouts(sandbox_factory(ep, sandbox), bases, tok, acfg, concurrency=concurrency, reward_cache=reward_cache,
+                  grading=grading)
     return RunContext(ep, tasks, bases, tok, ro, acfg, random.Random(seed))
