@@ -5,11 +5,16 @@
 * Sampling jobs that share weights are batched into one ``Runtime.sample`` call, so
   hundreds of concurrent one-sample requests (the cookbook's pattern) decode together.
 * Training and sampling alternate, so neither starves the other.
+* Fairness: a sample request larger than ``sample_round_tokens`` (num_samples x max_tokens) is
+  answered in chunks of sequences, one chunk per round, and every round first serves the small
+  requests that arrived meanwhile: a 2-token request waits for at most one chunk, not for a
+  1024 x 512-token request to finish.
 Results go to the store; ``on_done(request_id)`` wakes the API's long-polls.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -41,10 +46,19 @@ class Job:
     submitted: float = field(default_factory=time.time)
 
 
+@dataclass
+class _Chunked:
+    """A large sample job answered in chunks of its sequences (one chunk per sampling round)."""
+    job: Job
+    chunks: list[Any]                                   # SampleSpecs still to run
+    results: list[Any] = field(default_factory=list)   # SampleResults of the chunks done
+
+
 class Engine:
     def __init__(self, runtime_factory: Callable[[], Runtime], store: Store, on_done: Callable[[str], None],
-                 gap_timeout_s: float = 1.0, batch_window_s: float = 0.002):
+                 gap_timeout_s: float = 1.0, batch_window_s: float = 0.002, sample_round_tokens: int = 16384):
         self.store = store
+        self.sample_round_tokens = sample_round_tokens   # num_samples x max_tokens above this is chunked
         self.on_done = on_done
         self.gap_timeout_s = gap_timeout_s
         self.batch_window_s = batch_window_s
@@ -55,6 +69,7 @@ class Engine:
         self._train: dict[str, dict[int, Job]] = defaultdict(dict)
         self._last_seq: dict[str, int] = {}
         self._samples: list[Job] = []
+        self._chunked: list[_Chunked] = []
         self._stop = False
         self.ready = threading.Event()
         self.startup_error: str | None = None
@@ -127,7 +142,7 @@ class Engine:
             self._run_sampling_round()
 
     def _has_work(self) -> bool:
-        if self._general or self._samples:
+        if self._general or self._samples or self._chunked:
             return True
         now = time.time()
         for mid, q in self._train.items():
@@ -176,10 +191,10 @@ class Engine:
         """Continuous batching: sample jobs for the same weights that arrived while a decode loop
         runs join it (engines that support it call this between decode steps)."""
         with self._cv:
-            mine = [j for j in self._samples if j.sample_key == key]
+            mine = [j for j in self._samples if j.sample_key == key and not self._is_large(j.sample_spec)]
             if not mine:
                 return []
-            self._samples = [j for j in self._samples if j.sample_key != key]
+            self._samples = [j for j in self._samples if j not in mine]
 
         def callback(job: Job) -> Callable[[Any], None]:
             def done(result: Any) -> None:
@@ -193,34 +208,86 @@ class Engine:
         return [(j.sample_spec, callback(j)) for j in mine]
 
     def _run_sampling_round(self) -> None:
+        """One round: every small request waiting now (batched per weights), then one chunk of
+        each large request (see ``_Chunked``)."""
         with self._cv:
-            if not self._samples:
+            if not self._samples and not self._chunked:
                 return
         if self.batch_window_s:
             time.sleep(self.batch_window_s)  # let a burst of concurrent requests land in one batch
         with self._cv:
             jobs, self._samples = self._samples, []
+        small = [j for j in jobs if not self._is_large(j.sample_spec)]
+        self._chunked += [_Chunked(j, self._split(j.sample_spec)) for j in jobs if self._is_large(j.sample_spec)]
         groups: dict[tuple[str, str | None], list[Job]] = defaultdict(list)
-        for j in jobs:
+        for j in small:
             groups[j.sample_key].append(j)
-        for (base, wkey), group in groups.items():
-            t0 = time.time()
-            try:
-                results = self.runtime.sample(base, wkey, [j.sample_spec for j in group],
-                                              poll=lambda key=(base, wkey): self._poll_samples(key))
-                outs = [(j, j.finish_sample(r), None) for j, r in zip(group, results)]
-            except TinkerError as e:
-                outs = [(j, None, (e.message, e.category)) for j in group]
-            except Exception as e:  # noqa: BLE001
-                log.error("sampling batch failed:\n%s", traceback.format_exc())
-                outs = [(j, None, (f"internal error while sampling: {type(e).__name__}: {e}", "server")) for j in group]
-            dt = time.time() - t0
-            self.busy_s += dt
-            log.debug("sampling round: %d requests, %d sequences, %.3fs", len(group),
-                      sum(j.sample_spec.num_samples for j in group), dt)
-            for j, res, err in outs:
-                if err is None:
-                    self.store.complete(j.request_id, *res)
-                else:
-                    self.store.fail(j.request_id, *err)
-                self.on_done(j.request_id)
+        for key, group in groups.items():
+            for j, res, err in self._sample_batch(key, [j.sample_spec for j in group], group):
+                self._answer(j, res, err)
+        self._run_chunks()
+
+    def _run_chunks(self) -> None:
+        by_key: dict[tuple[str, str | None], list[_Chunked]] = defaultdict(list)
+        for c in self._chunked:
+            by_key[c.job.sample_key].append(c)
+        for key, cs in by_key.items():
+            specs = [c.chunks.pop(0) for c in cs]
+            for c, res, err in self._sample_batch(key, specs, cs, finish=False):
+                if err is not None:
+                    self._chunked.remove(c)
+                    self._answer(c.job, None, err)
+                    continue
+                c.results.append(res)
+                if not c.chunks:
+                    self._chunked.remove(c)
+                    try:
+                        self._answer(c.job, c.job.finish_sample(_merge_results(c.results)), None)
+                    except Exception as e:  # noqa: BLE001
+                        self._answer(c.job, None, (f"internal error while sampling: {type(e).__name__}: {e}", "server"))
+
+    def _sample_batch(self, key: tuple[str, str | None], specs: list[Any], owners: list, finish: bool = True):
+        """``runtime.sample`` for ``specs``; (owner, result, error) per spec, the result already
+        finished (encoded) when ``finish``."""
+        base, wkey = key
+        t0 = time.time()
+        try:
+            results = self.runtime.sample(base, wkey, specs, poll=lambda: self._poll_samples(key))
+            outs = [(o, o.finish_sample(r) if finish else r, None) for o, r in zip(owners, results)]
+        except TinkerError as e:
+            outs = [(o, None, (e.message, e.category)) for o in owners]
+        except Exception as e:  # noqa: BLE001
+            log.error("sampling batch failed:\n%s", traceback.format_exc())
+            outs = [(o, None, (f"internal error while sampling: {type(e).__name__}: {e}", "server")) for o in owners]
+        dt = time.time() - t0
+        self.busy_s += dt
+        log.debug("sampling round: %d requests, %d sequences, %.3fs", len(specs), sum(s.num_samples for s in specs), dt)
+        return outs
+
+    def _answer(self, job: Job, res: Result | None, err: tuple[str, str] | None) -> None:
+        if err is None:
+            self.store.complete(job.request_id, *res)
+        else:
+            self.store.fail(job.request_id, *err)
+        self.on_done(job.request_id)
+
+    def _is_large(self, spec: Any) -> bool:
+        return spec.num_samples > 1 and spec.num_samples * spec.max_tokens > self.sample_round_tokens
+
+    def _split(self, spec: Any) -> list[Any]:
+        """Chunks of at most ``sample_round_tokens`` (num_samples x max_tokens); prompt logprobs
+        are computed by the first chunk only; ``row_offset`` keeps seeded rows identical."""
+        per = max(1, self.sample_round_tokens // spec.max_tokens)
+        out = []
+        for start in range(0, spec.num_samples, per):
+            first = start == 0
+            out.append(dataclasses.replace(spec, num_samples=min(per, spec.num_samples - start), row_offset=start,
+                                           prompt_logprobs=spec.prompt_logprobs and first,
+                                           topk_prompt_logprobs=spec.topk_prompt_logprobs if first else 0))
+        return out
+
+
+def _merge_results(parts: list[Any]) -> Any:
+    """One SampleResult from the results of a request's chunks (in order)."""
+    head = parts[0]
+    return dataclasses.replace(head, sequences=[s for p in parts for s in p.sequences])

@@ -35,6 +35,7 @@ class SampleSpec:
     prompt_logprobs: bool = False
     topk_prompt_logprobs: int = 0
     prompt_logprobs_last_n: int | None = None
+    row_offset: int = 0        # a chunk of a larger request: its first row's index there (seeds)
 
 
 @dataclass
@@ -140,7 +141,7 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> None:
     for i in idxs:
         s = specs[i]
         for k in range(s.num_samples):
-            gen = None if s.seed is None else random.Random((int(s.seed) * 1_000_003 + k) % (2**63))
+            gen = None if s.seed is None else random.Random((int(s.seed) * 1_000_003 + s.row_offset + k) % (2**63))
             rows.append(_Row(i, gen))
             src.append(uniq[tuple(s.prompt)])
     src_t = torch.tensor(src, device=device)
