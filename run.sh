@@ -28,10 +28,22 @@ case "$mode" in
     [[ $rc -eq 5 ]] && { echo "run.sh: no tests were collected" >&2; exit 1; }
     exit $rc ;;
   quickstart)
-    bash setup.sh all
-    [[ -f "${LTS_CONFIG_DIR:-config}/runtime.yaml" ]] || .venv-control/bin/python configure.py
-    .venv-control/bin/python -m cookbook.cli sft --preset quickstart "$@"
-    exec .venv-control/bin/python -m cookbook.cli grpo --preset quickstart "$@" ;;
+    step() {  # step N WHAT FIX CMD...: on failure, name the step and the fix
+      local n="$1" what="$2" fix="$3" rc=0; shift 3
+      echo "[quickstart] step $n/4: $what"
+      "$@" || rc=$?
+      if [[ $rc -ne 0 ]]; then echo "run.sh quickstart: step $n/4 ($what) failed (exit $rc). Fix: $fix" >&2; exit "$rc"; fi
+    }
+    logs="the run directory printed above ('Run directory: ...') holds client.log, backend.log and sandbox-admin.log"
+    step 1 "set-up: bash setup.sh all" "the 'setup.sh: error:' line above names the failing check or package and what to do; then re-run (set-up is idempotent)" \
+      bash setup.sh all
+    if [[ ! -f "${LTS_CONFIG_DIR:-config}/runtime.yaml" ]]; then
+      step 2 "configuration: python configure.py" "see the error above; 'python configure.py --help' lists the options" .venv-control/bin/python configure.py
+    fi
+    step 3 "SFT warm start: bash run.sh sft --preset quickstart" "$logs; continue with 'bash run.sh sft --preset quickstart --resume RUN_DIR'" \
+      .venv-control/bin/python -m cookbook.cli sft --preset quickstart "$@"
+    step 4 "GRPO: bash run.sh grpo --preset quickstart" "$logs; continue with 'bash run.sh grpo --preset quickstart --resume RUN_DIR'" \
+      .venv-control/bin/python -m cookbook.cli grpo --preset quickstart "$@" ;;
   rollout|sft|grpo|ppo|ppo-kl)
     need_control
     [[ -f "${LTS_CONFIG_DIR:-config}/runtime.yaml" ]] || .venv-control/bin/python configure.py

@@ -307,7 +307,8 @@ check_sandbox_host() {
     echo "[setup] sandbox host check passed ($([[ "$(id -u)" == "0" ]] && echo "root: bubblewrap + cgroups" || echo "non-root: bubblewrap in a user namespace, no cgroup limits"))"
     return 0
   fi
-  local fix="run as root (sudo bash setup.sh all), or use docker sandboxes (sudo bash setup.sh docker; python configure.py --sandbox-backend docker; LTS_SKIP_SANDBOX_CHECK=1)"
+  local fix="use docker sandboxes (sudo bash setup.sh docker; python configure.py --sandbox-backend docker; LTS_SKIP_SANDBOX_CHECK=1)"
+  [[ "$(id -u)" == "0" ]] || fix="run as root (sudo bash setup.sh all), or $fix"
   if [[ "$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null)" == "1" ]]; then
     fix="Ubuntu >= 23.10 blocks unprivileged user namespaces (AppArmor): sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (keep it: echo kernel.apparmor_restrict_unprivileged_userns=0 | sudo tee /etc/sysctl.d/60-userns.conf), or $fix"
   elif [[ "$(cat /proc/sys/kernel/unprivileged_userns_clone 2>/dev/null)" == "0" ]]; then
