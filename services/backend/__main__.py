@@ -51,6 +51,7 @@ def build(cfg: dict, state_dir: Path):
         return runtime_cls(models, ckdir, device=rcfg.get("device", "cpu"), dtype=rcfg.get("dtype", "float32"),
                        threads=rcfg.get("threads"), max_tokens_per_microbatch=int(rcfg.get("max_tokens_per_microbatch", 8192)),
                        max_sampler_snapshots=int(rcfg.get("max_sampler_snapshots", 16)),
+                       max_sampler_bytes=None if rcfg.get("max_sampler_gb") is None else int(float(rcfg["max_sampler_gb"]) * 2**30),
                        max_batch_sequences=int(rcfg.get("max_batch_sequences", 256)),
                        sampler=rcfg.get("sampler", "auto"), sampler_options=rcfg.get("sampler_options"),
                        gradient_checkpointing=bool(rcfg.get("gradient_checkpointing", False)),
@@ -61,7 +62,8 @@ def build(cfg: dict, state_dir: Path):
     bcfg["tokenizer_ids"] = {m["name"]: m.get("tokenizer_id", m["name"]) for m in models}
     holder: dict = {}
     engine = Engine(factory, store, on_done=lambda rid: holder["backend"].on_done(rid),
-                    batch_window_s=float(bcfg.get("batch_window_s", 0.002)))
+                    batch_window_s=float(bcfg.get("batch_window_s", 0.002)),
+                    sample_round_tokens=int(bcfg.get("sample_round_tokens", 4096)))
     backend = Backend(bcfg, store, engine, ckdir)
     holder["backend"] = backend
     return backend, create_app(backend)

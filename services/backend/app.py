@@ -24,10 +24,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
-from . import codec, external_routes, sampler
+from . import codec, external_routes, lifecycle, sampler, tenants, validation
 from .engine import Engine, Job
 from .errors import BadRequest, NotFound, TinkerError
 from .runtime import Runtime, TrainConfig, validate_adam, validate_fwdbwd
+from services.common.limits import BodySizeLimit
 
 log = logging.getLogger("backend.api")
 PROTO = "application/x-protobuf"
@@ -71,9 +72,11 @@ class Backend:
         self.store = store
         self.engine = engine
         self.checkpoint_dir = checkpoint_dir
-        self.keys = set(cfg.get("api_keys") or [])
+        self.tenants = tenants.Tenants(checkpoint_dir.parent / "owners.sqlite3", tenants.parse_keys(cfg.get("api_keys")))
         self.long_poll_s = float(cfg.get("long_poll_s", 25))
         self.default_max_tokens = int(cfg.get("default_max_tokens", 256))
+        engine.sample_round_tokens = int(cfg.get("sample_round_tokens", engine.sample_round_tokens))
+        self.limits = validation.Limits.from_config(cfg)   # body size, LoRA rank, tokens per request
         self.events: dict[str, asyncio.Event] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -94,7 +97,7 @@ class Backend:
     # ---- helpers
     def model_info(self, model_id: str) -> tuple[dict, Any]:
         row = self.store.model(model_id)
-        if row is None:
+        if row is None or not self.tenants.sees_id(model_id):
             raise NotFound(f"unknown model_id {model_id!r}")
         if model_id not in self.runtime.trainables:
             raise NotFound(f"model {model_id!r} is not loaded (the backend restarted or its session ended): create a "
@@ -108,6 +111,7 @@ class Backend:
         if len(parts) != 3 or parts[1] not in kinds or not NAME_RE.match(parts[2]) or ".." in parts[0] or not parts[0]:
             raise BadRequest(f"malformed checkpoint path {path!r}: expected tinker://<model_id>/{'|'.join(kinds)}/<name>")
         model_id, kind, name = parts
+        self.tenants.check_id(model_id, "checkpoint owner")
         return model_id, kind, name, self.checkpoint_dir / model_id / kind / name
 
     def dedupe(self, model_id: str, seq_id: int | None, body: bytes) -> str | None:
@@ -121,7 +125,16 @@ class Backend:
         return str(prev["request_id"])
 
     def new_future(self, kind: str, model_id: str | None = None, seq_id: int | None = None, body: bytes = b"") -> str:
-        return self.store.new_future(kind, model_id, seq_id, hashlib.sha256(body).hexdigest() if seq_id is not None else None)
+        rid = self.store.new_future(kind, model_id, seq_id, hashlib.sha256(body).hexdigest() if seq_id is not None else None)
+        self.tenants.claim("future", rid)
+        return rid
+
+    def session_row(self, session_id: str) -> dict:
+        """The caller's session (404 if unknown or another tenant's)."""
+        row = self.store.session(session_id)
+        if row is None or not self.tenants.sees_id(session_id):
+            raise NotFound(f"unknown session {session_id!r}")
+        return row
 
     def checkpoint_entry(self, model_id: str, kind: str, d: Path) -> dict[str, Any] | None:
         """The SDK's Checkpoint for directory ``d``; None if absent (or past its TTL, which deletes it)."""
@@ -136,7 +149,7 @@ class Backend:
         size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
         return {"checkpoint_id": f"{kind}/{d.name}", "checkpoint_type": CHECKPOINT_TYPES[kind],
                 "time": _iso(meta.get("created", 0)), "tinker_path": f"tinker://{model_id}/{kind}/{d.name}",
-                "size_bytes": size, "public": False, "user_metadata": {k: str(v) for k, v in (meta.get("user_metadata") or {}).items()},
+                "size_bytes": size, "public": False, "user_metadata": validation.metadata_of(meta.get("user_metadata")),
                 "expires_at": _iso(meta["expires_at"]) if meta.get("expires_at") else None}
 
     def list_checkpoints(self, model_id: str) -> list[dict[str, Any]]:
@@ -161,19 +174,27 @@ class Backend:
                 "is_lora": tc["rank"] > 0, "corrupted": False, "lora_rank": tc["rank"] if tc["rank"] > 0 else None,
                 "last_request_time": _iso(row["last_request"] or row["created"]),
                 "last_checkpoint": last[-1] if last else None, "last_sampler_checkpoint": last_s[-1] if last_s else None,
-                "user_metadata": {k: str(v) for k, v in (row["user_metadata"] or {}).items()}}
+                "user_metadata": validation.metadata_of(row["user_metadata"])}
 
 
 def create_app(backend: Backend) -> FastAPI:
     app = FastAPI(title="local-tinker backend", docs_url=None, redoc_url=None)
     B = backend
+    app.add_middleware(BodySizeLimit, max_bytes=B.limits.max_body_bytes,
+                       error_body=lambda n: {"detail": f"request body larger than {n} bytes (backend.max_body_mb)"})
 
     @app.middleware("http")
     async def auth(request: Request, call_next):
-        if B.keys and request.url.path.startswith("/api/") and request.url.path != "/api/v1/healthz":
-            if request.headers.get("x-api-key") not in B.keys:
+        caller = tenants.ADMIN
+        if B.tenants.keys and request.url.path.startswith("/api/") and request.url.path != "/api/v1/healthz":
+            caller = B.tenants.caller(request.headers.get("x-api-key"))
+            if caller is None:
                 return _json({"detail": "invalid or missing API key (send it in the X-API-Key header)"}, 401)
-        return await call_next(request)
+        token = tenants.current.set(caller)
+        try:
+            return await call_next(request)
+        finally:
+            tenants.current.reset(token)
 
     @app.exception_handler(TinkerError)
     async def tinker_error(_: Request, e: TinkerError):
@@ -183,11 +204,13 @@ def create_app(backend: Backend) -> FastAPI:
     async def validation_error(_: Request, e: RequestValidationError):
         return _json({"detail": str(e.errors())[:2000]}, 422)
 
+    @app.exception_handler(Exception)
+    async def unexpected_error(request: Request, e: Exception):
+        log.exception("%s %s failed", request.method, request.url.path)
+        return _json({"detail": f"internal error: {type(e).__name__}"}, 500)
+
     async def body_json(request: Request) -> dict:
-        try:
-            data = json.loads(await request.body() or b"{}")
-        except ValueError as e:
-            raise BadRequest(f"request body is not valid JSON: {e}") from e
+        data = validation.parse_json(await request.body() or b"{}")
         if not isinstance(data, dict):
             raise BadRequest("request body must be a JSON object")
         return data
@@ -199,6 +222,7 @@ def create_app(backend: Backend) -> FastAPI:
     @app.on_event("startup")
     async def _startup():
         B.loop = asyncio.get_running_loop()
+        B.reaper = B.loop.create_task(lifecycle.reaper(B))  # session expiry, old futures (lifecycle.py)
 
     @app.get("/api/v1/healthz")
     async def healthz():
@@ -225,8 +249,9 @@ def create_app(backend: Backend) -> FastAPI:
     async def create_session(request: Request):
         body = await body_json(request)
         sid = uuid.uuid4().hex[:16]
-        B.store.create_session(sid, list(body.get("tags") or []), dict(body.get("user_metadata") or {}),
-                               str(body.get("sdk_version", "")))
+        tags, meta = validation.stored_fields(body)
+        B.store.create_session(sid, tags, meta, str(body.get("sdk_version", ""))[:64])
+        B.tenants.claim("session", sid)
         log.info("session %s created (sdk %s)", sid, body.get("sdk_version"))
         return {"session_id": sid, "type": "create_session"}
 
@@ -234,9 +259,7 @@ def create_app(backend: Backend) -> FastAPI:
     async def heartbeat(request: Request):
         body = await body_json(request)
         sid = _field(body, "session_id", str)
-        row = B.store.session(sid)
-        if row is None:
-            raise NotFound(f"unknown session {sid!r}")
+        row = B.session_row(sid)
         if row["finished"]:
             return _json({"detail": "session finished"}, 410)
         B.store.heartbeat(sid)
@@ -245,21 +268,24 @@ def create_app(backend: Backend) -> FastAPI:
     @app.post("/api/v1/sessions/{session_id}/finish")
     async def finish(session_id: str, request: Request):
         body = await body_json(request)
-        if B.store.session(session_id) is None:
-            raise NotFound(f"unknown session {session_id!r}")
+        B.session_row(session_id)
         reason = (body.get("reason") or {}).get("type", "success") if isinstance(body.get("reason"), dict) else "success"
         B.store.finish_session(session_id, reason)
+        await lifecycle.end_session(B, session_id)
         return {}
 
     @app.get("/api/v1/sessions")
     async def list_sessions(limit: int = 20, offset: int = 0):
-        rows = B.store.sessions(limit, offset)
+        limit, offset = min(max(limit, 0), 1000), max(offset, 0)
+        if not B.tenants.enforced or tenants.current.get().admin:
+            rows = B.store.sessions(limit, offset)
+        else:
+            rows = [r for r in B.store.sessions(1_000_000, 0) if B.tenants.sees_id(r["session_id"])][offset: offset + limit]
         return {"sessions": [r["session_id"] for r in rows]}
 
     @app.get("/api/v1/sessions/{session_id}")
     async def get_session(session_id: str):
-        if B.store.session(session_id) is None:
-            raise NotFound(f"unknown session {session_id!r}")
+        B.session_row(session_id)
         models = [r["model_id"] for r in B.store._all("SELECT model_id FROM models WHERE session_id=?", (session_id,))]
         samplers = [r["sampler_id"] for r in B.store._all("SELECT sampler_id FROM samplers WHERE session_id=?", (session_id,))]
         return {"training_run_ids": models, "sampler_ids": samplers}
@@ -269,9 +295,14 @@ def create_app(backend: Backend) -> FastAPI:
         B.runtime.base(base_model)  # 400 for an unknown base model
         if lora is None:
             return TrainConfig(base_model=base_model, rank=0)
+        if not isinstance(lora, dict):
+            raise BadRequest("lora_config must be an object")
         rank = lora.get("rank")
         if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
             raise BadRequest(f"lora_config.rank must be an integer >= 0 (0 = full fine-tuning), got {rank!r}")
+        validation.check_lora_rank(rank, B.limits)
+        if lora.get("seed") is not None and (not isinstance(lora["seed"], int) or isinstance(lora["seed"], bool)):
+            raise BadRequest(f"lora_config.seed must be an integer, got {lora['seed']!r}")
         seed = lora.get("seed")
         return TrainConfig(base_model=base_model, rank=rank, seed=seed, train_mlp=bool(lora.get("train_mlp", True)),
                            train_attn=bool(lora.get("train_attn", True)), train_unembed=bool(lora.get("train_unembed", True)))
@@ -290,9 +321,10 @@ def create_app(backend: Backend) -> FastAPI:
             raise NotFound(f"unknown session {sid!r}")
         _check_optimizer(body.get("optimizer_config"))
         cfg = _train_config(base_model, body.get("lora_config"))
+        _, meta = validation.stored_fields(body)
         model_id = f"{sid}:train:{seq}"
         rid = B.new_future("create_model", model_id)
-        B.store.add_model(model_id, sid, base_model, cfg.to_json(), body.get("user_metadata"))
+        B.store.add_model(model_id, sid, base_model, cfg.to_json(), meta)
 
         def run(rt: Runtime):
             rt.create_model(model_id, cfg)
@@ -335,14 +367,13 @@ def create_app(backend: Backend) -> FastAPI:
     async def forward_backward(request: Request):
         raw = await request.body()
         if request.headers.get("content-encoding", "").lower() == "zstd":
-            import zstandard
-
-            raw = zstandard.ZstdDecompressor().decompress(raw)
+            raw = validation.decompress_zstd(raw, B.limits)
         if "protobuf" in request.headers.get("content-type", ""):
             req = codec.decode_forward_backward(raw)
         else:
             raise BadRequest("forward_backward expects an application/x-protobuf ForwardBackwardRequest body")
         _, info = B.model_info(req.model_id)
+        validation.check_batch_tokens(sum(len(d.tokens) for d in req.data), B.limits)
         dup = B.dedupe(req.model_id, req.seq_id, raw)
         if dup:
             return {"request_id": dup, "model_id": req.model_id}
@@ -394,12 +425,13 @@ def create_app(backend: Backend) -> FastAPI:
     async def save_weights(request: Request):
         def make(body, model_id):
             name = _check_name(body.get("path"))
+            _, meta = validation.stored_fields(body)
             overwrite = bool(body.get("overwrite", False))
             if (B.checkpoint_dir / model_id / "weights" / name).exists() and not overwrite:
                 raise BadRequest(f"checkpoint weights/{name} already exists for {model_id} (pass overwrite=True)")
 
             def run(rt: Runtime):
-                rt.save(model_id, name, "weights", True, overwrite, body.get("user_metadata"))
+                rt.save(model_id, name, "weights", True, overwrite, meta)
                 return JSON, json.dumps({"path": f"tinker://{model_id}/weights/{name}", "type": "save_weights"}).encode()
             return run
 
@@ -414,12 +446,15 @@ def create_app(backend: Backend) -> FastAPI:
                 raise BadRequest("save_weights_for_sampler needs a path (name) or a sampling_session_seq_id")
             if name is not None:
                 _check_name(name)
+            if sseq is not None and (not isinstance(sseq, int) or isinstance(sseq, bool)):
+                raise BadRequest(f"sampling_session_seq_id must be an integer, got {sseq!r}")
+            _, meta = validation.stored_fields(body)
             row = B.store.model(model_id)
 
             def run(rt: Runtime):
                 res: dict[str, Any] = {"type": "save_weights_for_sampler"}
                 if name is not None:
-                    rt.save(model_id, name, "sampler_weights", False, True, body.get("user_metadata"))
+                    rt.save(model_id, name, "sampler_weights", False, True, meta)
                     res["path"] = f"tinker://{model_id}/sampler_weights/{name}"
                 if sseq is not None:
                     sampler_id = f"{row['session_id']}:sample:{sseq}"
@@ -468,9 +503,10 @@ def create_app(backend: Backend) -> FastAPI:
         if body.get("base_model") and body["base_model"] != cfg.base_model:
             raise BadRequest(f"checkpoint {path} was trained on {cfg.base_model}, not {body['base_model']}")
         B.runtime.base(cfg.base_model)
+        _, meta = validation.stored_fields(body)
         model_id = f"{sid}:train:{mseq}"
         rid = B.new_future("load_weights", model_id)
-        B.store.add_model(model_id, sid, cfg.base_model, cfg.to_json(), body.get("user_metadata"))
+        B.store.add_model(model_id, sid, cfg.base_model, cfg.to_json(), meta)
 
         def run_new(rt: Runtime):
             rt.create_model(model_id, cfg)
@@ -520,25 +556,37 @@ def create_app(backend: Backend) -> FastAPI:
 
     def _sample_spec(body: dict, info) -> sampler.SampleSpec:
         prompt = body.get("prompt") or {}
+        chunks = prompt.get("chunks") if isinstance(prompt, dict) else None
+        if not isinstance(chunks, list) or not all(isinstance(ch, dict) for ch in chunks):
+            raise BadRequest("prompt must be an object with a list of chunks")
         tokens: list[int] = []
-        for ch in prompt.get("chunks") or []:
+        for ch in chunks:
             if ch.get("type", "encoded_text") != "encoded_text":
                 raise BadRequest(f"only encoded_text prompt chunks are supported, got {ch.get('type')!r}")
+            if not isinstance(ch.get("tokens") or [], list):
+                raise BadRequest("prompt chunk tokens must be a list of token ids")
             tokens.extend(ch.get("tokens") or [])
         if not tokens:
             raise BadRequest("prompt is empty")
-        if any((not isinstance(t, int)) or t < 0 or t >= info.vocab_size for t in tokens):
-            bad = next(t for t in tokens if (not isinstance(t, int)) or t < 0 or t >= info.vocab_size)
+        if any((not isinstance(t, int)) or isinstance(t, bool) or t < 0 or t >= info.vocab_size for t in tokens):
+            bad = next(t for t in tokens if (not isinstance(t, int)) or isinstance(t, bool) or t < 0 or t >= info.vocab_size)
             raise BadRequest(f"prompt contains token id {bad} outside the vocabulary [0, {info.vocab_size})")
         n = body.get("num_samples", 1)
-        if not isinstance(n, int) or n < 1 or n > MAX_NUM_SAMPLES:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1 or n > MAX_NUM_SAMPLES:
             raise BadRequest(f"num_samples must be an integer in [1, {MAX_NUM_SAMPLES}], got {n!r}")
         sp = body.get("sampling_params") or {}
+        if not isinstance(sp, dict):
+            raise BadRequest("sampling_params must be an object")
+        for key, kinds in (("temperature", (int, float)), ("top_p", (int, float)), ("top_k", (int,)), ("seed", (int,))):
+            v = sp.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, kinds)):
+                raise BadRequest(f"sampling_params.{key} must be a number, got {v!r}")
         mt = sp.get("max_tokens")
         if mt is None:
             mt = min(B.default_max_tokens, info.max_context - len(tokens))
-        if not isinstance(mt, int) or mt <= 0:
+        if not isinstance(mt, int) or isinstance(mt, bool) or mt <= 0:
             raise BadRequest(f"max_tokens must be a positive integer, got {mt!r}")
+        validation.check_sample_tokens(n, mt, B.limits)
         if len(tokens) + mt > info.max_context:
             raise BadRequest(f"prompt ({len(tokens)} tokens) + max_tokens ({mt}) exceeds the context length {info.max_context}")
         temp = float(sp.get("temperature", 1.0) if sp.get("temperature") is not None else 1.0)
@@ -574,7 +622,9 @@ def create_app(backend: Backend) -> FastAPI:
         # record_stability_info (tinker-cookbook 0.6.1 sets it) is accepted and records nothing: the samples are the
         # same, and the only consumer, the stable_reinforce loss, is refused with the list of supported losses
         pl = bool(body.get("prompt_logprobs"))
-        topk = int(body.get("topk_prompt_logprobs") or 0)
+        topk = body.get("topk_prompt_logprobs") or 0
+        if not isinstance(topk, int) or isinstance(topk, bool):
+            raise BadRequest(f"topk_prompt_logprobs must be an integer, got {topk!r}")
         if topk < 0 or topk > 1000:
             raise BadRequest("topk_prompt_logprobs must be in [0, 1000]")
         last_n = body.get("prompt_logprobs_last_n")
@@ -642,6 +692,7 @@ def create_app(backend: Backend) -> FastAPI:
                 return _json({"type": "try_again", "request_id": rid, "queue_state": "active"}, 408)
             row = B.store.future(rid)
         B.events.pop(rid, None)
+        B.store.mark_retrieved(rid)
         if row["status"] == "failed":
             return _json({"error": row["error"], "category": row["category"]})
         return Response(row["result"], media_type=row["content_type"])
@@ -660,6 +711,7 @@ def create_app(backend: Backend) -> FastAPI:
 
     @app.get("/api/v1/training_runs")
     async def training_runs(limit: int = 20, offset: int = 0):
+        limit, offset = min(max(limit, 0), 1000), max(offset, 0)
         rows, total = B.store.models(limit, offset)
         return {"training_runs": [B.training_run(r) for r in rows],
                 "cursor": {"offset": offset, "limit": limit, "total_count": total}}
@@ -687,6 +739,7 @@ def create_app(backend: Backend) -> FastAPI:
 
     @app.get("/api/v1/checkpoints")
     async def all_checkpoints(limit: int = 100, offset: int = 0):
+        limit, offset = min(max(limit, 0), 1000), max(offset, 0)
         rows, _ = B.store.models(10_000, 0)
         cks = [c for r in rows for c in B.list_checkpoints(r["model_id"])]
         return {"checkpoints": cks[offset: offset + limit],

@@ -18,6 +18,7 @@ Weights for sampling ("sampler weights") are one of:
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import math
@@ -92,6 +93,7 @@ class SamplerWeights:
     adapter: str | None = None          # LoRA snapshot adapter name
     module: torch.nn.Module | None = None  # full-weights snapshot
     last_used: float = field(default_factory=time.time)
+    config: TrainConfig | None = None   # what it was trained as (to spill it to disk and reload it)
 
 
 def _set_threads(n: int | None) -> None:
@@ -240,13 +242,16 @@ class Runtime:
                  dtype: str = "float32", threads: int | None = None, max_tokens_per_microbatch: int = 8192,
                  max_sampler_snapshots: int = 16, max_batch_sequences: int = 256, sampler: str = "auto",
                  sampler_options: dict[str, Any] | None = None, gradient_checkpointing: bool = False,
-                 merge_lora_sampling: bool | str = "auto", training_kernels: str = "auto"):
+                 merge_lora_sampling: bool | str = "auto", training_kernels: str = "auto",
+                 max_sampler_bytes: int | None = None):
         _set_threads(threads)
         self.device = device
         self.dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
         self.checkpoint_dir = Path(checkpoint_dir)
         self.max_tokens_per_microbatch = max_tokens_per_microbatch
         self.max_sampler_snapshots = max_sampler_snapshots
+        self.max_sampler_bytes = max_sampler_bytes  # bound on the snapshots' weights in memory (None: count only)
+        self.spilled: dict[str, Path] = {}          # evicted in-memory snapshots, on disk until asked for again
         self.max_batch_sequences = max_batch_sequences
         self.bases: dict[str, BaseModel] = {}
         for m in models:
@@ -484,9 +489,9 @@ class Runtime:
             base.load_adapter_state(adapter, base.adapter_state(tm.adapter))
             for p in base.adapter_params(adapter):
                 p.requires_grad_(False)
-            sw = SamplerWeights(key, base.name, adapter=adapter)
+            sw = SamplerWeights(key, base.name, adapter=adapter, config=tm.config)
         else:  # shared with the trainer until it changes the weights (_unshare_snapshots)
-            sw = SamplerWeights(key, base.name, module=tm.module)
+            sw = SamplerWeights(key, base.name, module=tm.module, config=tm.config)
         self._register_sampler(sw)
         return sw
 
@@ -511,26 +516,93 @@ class Runtime:
             adapter = self._new_adapter_name("s")
             base.add_lora(adapter, cfg)
             base.load_adapter_state(adapter, load_file(str(path / "adapter_model.safetensors")))
-            sw = SamplerWeights(key, base.name, adapter=adapter)
+            sw = SamplerWeights(key, base.name, adapter=adapter, config=cfg)
         else:
             from transformers import AutoModelForCausalLM
 
             mod = AutoModelForCausalLM.from_pretrained(base.path, dtype=self.dtype).to(base.device).eval()
             mod.load_state_dict(_load_full(path / "model.safetensors"), strict=False)
-            sw = SamplerWeights(key, base.name, module=mod)
+            sw = SamplerWeights(key, base.name, module=mod, config=cfg)
         self._register_sampler(sw)
         return sw
 
     def _register_sampler(self, sw: SamplerWeights) -> None:
+        """Keep at most max_sampler_snapshots snapshots and max_sampler_bytes of their weights in memory,
+        least recently used out first (the newest always stays). An evicted one reloads from disk when
+        asked for: a checkpoint from its path, an in-memory snapshot from the copy spilled on eviction."""
         self.samplers[sw.key] = sw
         self.samplers.move_to_end(sw.key)
-        while len(self.samplers) > self.max_sampler_snapshots:
+        self._drop_spill(sw.key)
+        while len(self.samplers) > 1 and (len(self.samplers) > self.max_sampler_snapshots or (
+                self.max_sampler_bytes is not None and self.sampler_bytes() > self.max_sampler_bytes)):
             _, old = self.samplers.popitem(last=False)
-            if old.adapter:
-                self.base(old.base_model).delete_adapter(old.adapter)
+            if old.key.startswith("snap:"):
+                self._spill(old)
+            self._unload_sampler(old)
+
+    def sampler_bytes(self) -> int:
+        """Memory held by the sampler snapshots' own weights (a full-FT snapshot still sharing its
+        trainer's module costs nothing)."""
+        shared = {id(tm.module) for tm in self.trainables.values() if tm.module is not None}
+        n = 0
+        for sw in self.samplers.values():
+            if sw.adapter:
+                params = self.base(sw.base_model).adapter_params(sw.adapter)
+            elif sw.module is not None and id(sw.module) not in shared:
+                params = list(sw.module.parameters())
+            else:
+                params = []
+            n += sum(p.numel() * p.element_size() for p in params)
+        return n
+
+    def _spill(self, sw: SamplerWeights) -> None:
+        from safetensors.torch import save_file
+
+        d = self.checkpoint_dir / ".sampler-spill" / hashlib.sha256(sw.key.encode()).hexdigest()[:24]
+        d.mkdir(parents=True, exist_ok=True)
+        if sw.adapter:
+            state = self.base(sw.base_model).adapter_state(sw.adapter)
+            save_file({k: v.contiguous().cpu() for k, v in state.items()}, str(d / "adapter_model.safetensors"))
+        else:
+            _save_full({k: v.detach().contiguous().cpu() for k, v in sw.module.state_dict().items()}, d / "model.safetensors")
+        (d / "meta.json").write_text(json.dumps({"kind": "sampler_spill", "train_config": sw.config.to_json()}))
+        self.spilled[sw.key] = d
+        log.info("sampler weights %s evicted to %s", sw.key, d)
+
+    def _unload_sampler(self, sw: SamplerWeights) -> None:
+        if sw.adapter:
+            self.base(sw.base_model).delete_adapter(sw.adapter)
+        sw.module = None
+
+    def _drop_spill(self, key: str) -> None:
+        d = self.spilled.pop(key, None)
+        if d is not None:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def _loaded_sampler(self, key: str) -> SamplerWeights | None:
+        """The sampler weights of ``key``, reloaded from disk if they were evicted; None if gone."""
+        sw = self.samplers.get(key)
+        if sw is None:
+            path = self.spilled.get(key) or (Path(key[len("ckpt:"):]) if key.startswith("ckpt:") else None)
+            if path is None or not (path / "meta.json").exists():
+                return None
+            log.info("reloading evicted sampler weights %s from %s", key, path)
+            sw = self.sampler_from_checkpoint(key, path)
+        return sw
+
+    def release(self, model_ids: list[str], sampler_keys: list[str]) -> None:
+        """A finished or expired session's training models and sampler snapshots leave memory (and
+        their spilled copies the disk); its saved checkpoints stay."""
+        for key in sampler_keys:
+            sw = self.samplers.pop(key, None)
+            if sw is not None:
+                self._unload_sampler(sw)
+            self._drop_spill(key)
+        for mid in model_ids:
+            self.unload_model(mid)
 
     def has_sampler(self, key: str) -> bool:
-        return key in self.samplers
+        return key in self.samplers or key in self.spilled
 
     def sample(self, base_model: str, weights_key: str | None, specs: list[sampler.SampleSpec],
                poll=None) -> list[sampler.SampleResult]:
@@ -540,7 +612,7 @@ class Runtime:
         if weights_key is None:
             module, ctx = base.forward_module(None)
         else:
-            sw = self.samplers.get(weights_key)
+            sw = self._loaded_sampler(weights_key)
             if sw is None:
                 raise NotFound(f"sampler weights {weights_key!r} are no longer loaded")
             self.samplers.move_to_end(weights_key)

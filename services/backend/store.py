@@ -39,6 +39,7 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
+        self._add_lifecycle_columns()
         # Futures that were still running when the backend died can never finish.
         self._exec("UPDATE futures SET status='failed', error=?, category='server', finished=? WHERE status='pending'",
                    ("the backend restarted while this request was running; submit it again", time.time()))
@@ -138,6 +139,40 @@ class Store:
         except (TypeError, ValueError):
             return None
         return self._one("SELECT * FROM futures WHERE request_id=?", (rid,))
+
+    # ---- lifecycle (lifecycle.py): expired sessions, what a session holds, old futures
+    def _add_lifecycle_columns(self) -> None:
+        """futures.retrieved: when the client first fetched the result (databases of older versions lack it)."""
+        if "retrieved" not in {r[1] for r in self.db.execute("PRAGMA table_info(futures)")}:
+            self.db.execute("ALTER TABLE futures ADD COLUMN retrieved REAL")
+
+    def expire_sessions(self, max_silence_s: float) -> list[str]:
+        """Mark 'expired' the open sessions without a heartbeat for ``max_silence_s``; their ids."""
+        cutoff = time.time() - max_silence_s
+        with self._lock:
+            ids = [r[0] for r in self.db.execute("SELECT session_id FROM sessions WHERE finished IS NULL AND last_heartbeat < ?",
+                                                 (cutoff,))]
+            self.db.executemany("UPDATE sessions SET finished='expired' WHERE session_id=? AND finished IS NULL",
+                                [(i,) for i in ids])
+        return ids
+
+    def session_holdings(self, session_id: str) -> tuple[list[str], list[str]]:
+        """The session's training model ids and the weights keys of its sampling sessions."""
+        models = [r["model_id"] for r in self._all("SELECT model_id FROM models WHERE session_id=?", (session_id,))]
+        keys = [r["weights_key"] for r in self._all("SELECT weights_key FROM samplers WHERE session_id=? AND weights_key IS NOT NULL",
+                                                    (session_id,))]
+        return models, keys
+
+    def mark_retrieved(self, request_id: str) -> None:
+        self._exec("UPDATE futures SET retrieved=? WHERE request_id=? AND retrieved IS NULL", (time.time(), int(request_id)))
+
+    def purge_futures(self, retrieved_ttl_s: float, unretrieved_ttl_s: float) -> int:
+        """Delete finished futures retrieved more than ``retrieved_ttl_s`` ago, or never retrieved and
+        finished more than ``unretrieved_ttl_s`` ago (their results are the bulk of the database)."""
+        now = time.time()
+        cur = self._exec("DELETE FROM futures WHERE status!='pending' AND ((retrieved IS NOT NULL AND retrieved < ?) "
+                         "OR (retrieved IS NULL AND finished < ?))", (now - retrieved_ttl_s, now - unretrieved_ttl_s))
+        return cur.rowcount
 
     def close(self) -> None:
         with self._lock:
