@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
 import traceback
@@ -25,6 +26,9 @@ def common(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--name", default=None, help="results/<name>/ inside the run dir (default: the mode)")
     ap.add_argument("--sandbox", default="manager", choices=["manager", "host"],
                     help="manager: isolated sandboxes (default); host: dev only, NO isolation")
+    ap.add_argument("--sandbox-backend", default=None, choices=["local", "docker"],
+                    help="the sandbox manager's backend (default: config/harbor.yaml sandbox.backend, else local); "
+                         "docker runs public Harbor tasks (repo inside their image) in containers")
     ap.add_argument("--preset", default=None, choices=["quickstart"], help="settings for the embedded tiny default")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--temperature", type=float, default=1.0)
@@ -98,6 +102,8 @@ async def rollout_main(args, run_dir: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.sandbox_backend:   # read by cookbook.runs.endpoints() wherever endpoints are built
+        os.environ["LTS_SANDBOX_BACKEND"] = args.sandbox_backend
     if args.rollout_concurrency is None:
         args.rollout_concurrency = 64 if args.preset == "quickstart" else 16
     from . import train

@@ -23,6 +23,7 @@ from typing import Any, Awaitable, Callable
 
 from services.common.sandbox_api import Sandbox
 from services.tasks.cleangrade import base_commit, extract_patch, grade_patch
+from services.tasks.prepare import ImageRef
 from services.tasks.task import Task
 from services.tasks.verifier import VerifyResult, verify
 
@@ -174,7 +175,7 @@ class Rollouts:
             self.cache_hits += 1  # write-only tools: base + writes is the change; nothing to run in the sandbox
             return VerifyResult(**self.reward_cache[write_key]), True
         base = self.bases[task.name]
-        ex = await extract_patch(sb, base_commit(Path(base)))
+        ex = await extract_patch(sb, base_commit(base if isinstance(base, ImageRef) else Path(base)))
         if ex.error:
             return VerifyResult(0.0, error="PatchExtractError", reason=ex.error), False
         outside = {"hack:outside-workspace": ex.outside} if ex.outside else {}

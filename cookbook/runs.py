@@ -89,6 +89,7 @@ class Endpoints:
     sandbox_url: str | None
     sandbox_key: str | None
     sandbox_flavor: str = "local"
+    sandbox_backend: str = "local"   # the manager's backend: local | docker (public Harbor tasks)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -102,7 +103,8 @@ def endpoints(need_sandbox: bool = True) -> Endpoints:
                      api_key=os.environ.get("TINKER_API_KEY") or b["api_keys"][0], model=m["name"],
                      tokenizer_path=path if Path(path).exists() else m.get("tokenizer_id", m["name"]),
                      sandbox_url=h.get("base_url"), sandbox_key=os.environ.get("LTS_SANDBOX_KEY") or h.get("key"),
-                     sandbox_flavor=h.get("flavor", "local"))
+                     sandbox_flavor=h.get("flavor", "local"),
+                     sandbox_backend=os.environ.get("LTS_SANDBOX_BACKEND") or h.get("backend") or "local")
 
 
 @contextmanager
@@ -112,7 +114,8 @@ def services(run_dir: Path, ep: Endpoints, need_sandbox: bool = True) -> Iterato
     started: list[Service] = []  # what we started (the others were already running)
     svcs = [Service("backend", ep.backend_url + "/api/v1/healthz", [py_rt, "-m", "services.backend"], run_dir / "backend.log")]
     if need_sandbox and ep.sandbox_flavor == "local" and ep.sandbox_url and "127.0.0.1" in ep.sandbox_url:
-        svcs.append(Service("sandbox manager", ep.sandbox_url + "/health", [sys.executable, "-m", "services.sandbox", "admin"],
+        svcs.append(Service("sandbox manager", ep.sandbox_url + "/health",
+                            [sys.executable, "-m", "services.sandbox", "admin", "--backend", ep.sandbox_backend],
                             run_dir / "sandbox-admin.log"))
     try:
         for s in svcs:

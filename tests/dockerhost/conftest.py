@@ -141,3 +141,25 @@ def manager_factory(client):
             return await client.create(image=str(base))
         return await client.create(base)
     return factory
+
+
+@pytest.fixture(scope="module")
+def running_docker(docker_client, tiny_model):
+    """run.sh tests on the docker backend: a private config whose sandbox manager runs its docker
+    backend (worker name unique to this run), backend + manager started via serve.sh."""
+    from conftest import _isolated_config, _running   # tests/conftest.py
+    with _isolated_config() as (tmp, cfg):
+        adm = yaml.safe_load((cfg / "admin.yaml").read_text())
+        worker = f"dr{os.getpid()}"
+        adm["admin"]["backend"] = "docker"
+        adm.setdefault("worker", {})["name"] = worker
+        (cfg / "admin.yaml").write_text(yaml.safe_dump(adm))
+        harbor = yaml.safe_load((cfg / "harbor.yaml").read_text())   # one edit call in one short turn
+        harbor["agent"] = {"tools": ["edit"], "compact_schemas": True, "system_prompt": "Fix the bug: edit the wrong line.",
+                           "budgets": {**(harbor.get("agent") or {}).get("budgets", {}), "max_turns": 1,
+                                       "max_output_tokens": 96}}
+        (cfg / "harbor.yaml").write_text(yaml.safe_dump(harbor))
+        with _running(tmp, cfg) as (tmp2, env):
+            env = {**env, "LTS_SANDBOX_BACKEND": "docker"}
+            yield tmp2, env, worker
+        assert containers_of(docker_client, worker) == []

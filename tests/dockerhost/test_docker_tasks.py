@@ -129,3 +129,46 @@ def test_kill9_manager_with_live_containers(docker_client, sample_prep):
     finally:
         assert a.stop() == 0
     assert containers_of(docker_client, a.worker) == []
+
+
+def test_unix_socket_bound_into_the_container(docker_admin, sample_prep):
+    """How a black-box agent reaches the ModelService: its Unix socket bound read-only (no network)."""
+    import socket
+    import threading
+    _, _, manifest = sample_prep
+    image = next(iter(manifest["tasks"].values()))["base"]["image"]
+    sock_dir = docker_admin.dir / "ms"
+    sock_dir.mkdir(exist_ok=True)
+    path = sock_dir / "ms.sock"
+    path.unlink(missing_ok=True)
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(str(path))
+    srv.listen(1)
+
+    def serve():
+        conn, _ = srv.accept()
+        conn.sendall(b"pong:" + conn.recv(100))
+        conn.close()
+    threading.Thread(target=serve, daemon=True).start()
+
+    async def main():
+        async with docker_admin.client() as c:
+            sb = await c.create(image=image, binds=[{"source": str(sock_dir), "target": "/run/lts-ms"}])
+            try:
+                r = await sb.run("python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); "
+                                 "s.connect('/run/lts-ms/ms.sock'); s.sendall(b'ping'); print(s.recv(100).decode())\"; "
+                                 "touch /run/lts-ms/x 2>&1 | grep -c 'Read-only'; "
+                                 "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 80), 2)\" 2>&1 | tail -1")
+                bad = None
+                try:
+                    await c.create(image=image, binds=[{"source": "/etc", "target": "/run/x"}])
+                except Exception as e:  # noqa: BLE001
+                    bad = str(e)
+                return r.output.splitlines(), bad
+            finally:
+                await sb.close()
+    lines, bad = asyncio.run(main())
+    srv.close()
+    assert lines[0] == "pong:ping" and lines[1] == "1", lines
+    assert "unreachable" in lines[2].lower() or "OSError" in lines[2], lines   # and still no network
+    assert bad and "not under an allowed directory" in bad
