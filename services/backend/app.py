@@ -317,8 +317,7 @@ def create_app(backend: Backend) -> FastAPI:
         sid = _field(body, "session_id", str)
         seq = _field(body, "model_seq_id", int)
         base_model = _field(body, "base_model", str)
-        if B.store.session(sid) is None:
-            raise NotFound(f"unknown session {sid!r}")
+        B.session_row(sid)
         _check_optimizer(body.get("optimizer_config"))
         cfg = _train_config(base_model, body.get("lora_config"))
         _, meta = validation.stored_fields(body)
@@ -338,7 +337,7 @@ def create_app(backend: Backend) -> FastAPI:
         body = await body_json(request)
         model_id = _field(body, "model_id", str)
         row = B.store.model(model_id)
-        if row is None:
+        if row is None or not B.tenants.sees_id(model_id):
             raise NotFound(f"unknown model_id {model_id!r}")
         tc = row["train_config"]
         base = B.runtime.base(row["base_model"])
@@ -352,7 +351,7 @@ def create_app(backend: Backend) -> FastAPI:
     async def unload_model(request: Request):
         body = await body_json(request)
         model_id = _field(body, "model_id", str)
-        if B.store.model(model_id) is None:
+        if B.store.model(model_id) is None or not B.tenants.sees_id(model_id):
             raise NotFound(f"unknown model_id {model_id!r}")
         rid = B.new_future("unload_model", model_id)
 
@@ -496,8 +495,7 @@ def create_app(backend: Backend) -> FastAPI:
             return {"request_id": rid, "model_id": model_id}
         sid = _field(body, "session_id", str)
         mseq = _field(body, "model_seq_id", int)
-        if B.store.session(sid) is None:
-            raise NotFound(f"unknown session {sid!r}")
+        B.session_row(sid)
         _check_optimizer(body.get("optimizer_config"))
         cfg = TrainConfig(**meta["train_config"])
         if body.get("base_model") and body["base_model"] != cfg.base_model:
@@ -522,8 +520,7 @@ def create_app(backend: Backend) -> FastAPI:
         body = await body_json(request)
         sid = _field(body, "session_id", str)
         seq = _field(body, "sampling_session_seq_id", int)
-        if B.store.session(sid) is None:
-            raise NotFound(f"unknown session {sid!r}")
+        B.session_row(sid)
         base_model = body.get("base_model")
         model_path = body.get("model_path")
         sampler_id = f"{sid}:sample:{seq}"
@@ -550,7 +547,7 @@ def create_app(backend: Backend) -> FastAPI:
     @app.get("/api/v1/samplers/{sampler_id}")
     async def get_sampler(sampler_id: str):
         row = B.store.sampler(sampler_id)
-        if row is None:
+        if row is None or not B.tenants.sees_id(sampler_id):
             raise NotFound(f"unknown sampler {sampler_id!r}")
         return {"sampler_id": sampler_id, "base_model": row["base_model"], "model_path": row["model_path"]}
 
@@ -644,7 +641,7 @@ def create_app(backend: Backend) -> FastAPI:
         sampler_id = body.get("sampling_session_id")
         if sampler_id:
             row = B.store.sampler(sampler_id)
-            if row is None:
+            if row is None or not B.tenants.sees_id(sampler_id):
                 raise NotFound(f"unknown sampling session {sampler_id!r}")
             base_model, wkey, mpath = row["base_model"], row["weights_key"], row["model_path"]
         else:  # legacy addressing
@@ -682,6 +679,7 @@ def create_app(backend: Backend) -> FastAPI:
         row = B.store.future(rid)
         if row is None:
             raise NotFound(f"unknown request_id {rid!r}")
+        B.tenants.check_future(rid)
         if row["status"] == "pending":
             ev = B.events.get(rid)
             if ev is None:
@@ -712,20 +710,24 @@ def create_app(backend: Backend) -> FastAPI:
     @app.get("/api/v1/training_runs")
     async def training_runs(limit: int = 20, offset: int = 0):
         limit, offset = min(max(limit, 0), 1000), max(offset, 0)
-        rows, total = B.store.models(limit, offset)
+        if not B.tenants.enforced or tenants.current.get().admin:
+            rows, total = B.store.models(limit, offset)
+        else:
+            mine = [r for r in B.store.models(1_000_000, 0)[0] if B.tenants.sees_id(r["model_id"])]
+            rows, total = mine[offset: offset + limit], len(mine)
         return {"training_runs": [B.training_run(r) for r in rows],
                 "cursor": {"offset": offset, "limit": limit, "total_count": total}}
 
     @app.get("/api/v1/training_runs/{model_id}")
     async def training_run(model_id: str):
         row = B.store.model(model_id)
-        if row is None:
+        if row is None or not B.tenants.sees_id(model_id):
             raise NotFound(f"unknown training run {model_id!r}")
         return B.training_run(row)
 
     @app.get("/api/v1/training_runs/{model_id}/checkpoints")
     async def checkpoints(model_id: str):
-        if B.store.model(model_id) is None:
+        if B.store.model(model_id) is None or not B.tenants.sees_id(model_id):
             raise NotFound(f"unknown training run {model_id!r}")
         return {"checkpoints": B.list_checkpoints(model_id), "cursor": None}
 
@@ -741,7 +743,7 @@ def create_app(backend: Backend) -> FastAPI:
     async def all_checkpoints(limit: int = 100, offset: int = 0):
         limit, offset = min(max(limit, 0), 1000), max(offset, 0)
         rows, _ = B.store.models(10_000, 0)
-        cks = [c for r in rows for c in B.list_checkpoints(r["model_id"])]
+        cks = [c for r in rows if B.tenants.sees_id(r["model_id"]) for c in B.list_checkpoints(r["model_id"])]
         return {"checkpoints": cks[offset: offset + limit],
                 "cursor": {"offset": offset, "limit": limit, "total_count": len(cks)}}
 
