@@ -4,6 +4,7 @@
     python configure.py                         # embedded default: tiny model, CPU, local sandboxes
     python configure.py --model /data/Qwen3-4B-Instruct-2507 --model-name Qwen/Qwen3-4B-Instruct-2507 --device cuda
     python configure.py --rock-base-url http://rock-admin:8080 --rock-cluster default   # sandboxes on a ROCK cluster
+    python configure.py --ray-trainers 2 --ray-samplers 2 --ray-address auto   # the runtime on a Ray cluster (docs/ray.md)
 
 It refuses to overwrite a config you edited (pass --force to regenerate anyway); configs it
 wrote itself and that are unchanged are regenerated freely. Every value it writes is printed.
@@ -71,6 +72,16 @@ def _secret(out: Path, name: str, make) -> str:
     return data[name]
 
 
+def _ray(args) -> str:
+    """engine.ray (flow mapping), or null: the in-process runtime."""
+    if args.ray_trainers is None and args.ray_samplers is None and args.ray_address is None:
+        return "null"
+    t, s = args.ray_trainers or 1, args.ray_samplers or 1
+    if t < 1 or s < 1:
+        sys.exit("configure.py: --ray-trainers and --ray-samplers must be >= 1")
+    return "{address: %s, trainers: %d, samplers: %d}" % (args.ray_address or "local", t, s)
+
+
 def values(args, out: Path) -> dict[str, str]:
     device = args.device if args.device != "auto" else detect_device()
     gpu = device.startswith("cuda")
@@ -91,6 +102,7 @@ def values(args, out: Path) -> dict[str, str]:
         "admin_backend": "docker" if args.sandbox_backend == "docker" else "local",
         "rock_cluster": args.rock_cluster or "null",
         "rollout_only": "true" if args.rollout_only else "false",
+        "ray": _ray(args),
     }
     if not v["api_key"].startswith("tml-"):
         sys.exit("configure.py: --api-key must start with 'tml-' (the tinker SDK refuses other keys)")
@@ -123,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sandbox-backend", default="local", choices=["local", "docker", "rock"], help="where sandboxes run")
     ap.add_argument("--rock-base-url", default=None, help="use a real ROCK admin at this URL (implies --sandbox-backend rock)")
     ap.add_argument("--rock-cluster", default=None, help="ROCK cluster name")
+    ap.add_argument("--ray-trainers", type=int, default=None, help="run the runtime on Ray: data-parallel trainer ranks (default 1)")
+    ap.add_argument("--ray-samplers", type=int, default=None, help="run the runtime on Ray: sampler replicas (default 1)")
+    ap.add_argument("--ray-address", default=None,
+                    help="Ray cluster to join: auto (the one `ray start` runs here), host:port, or local (a private one; default)")
     ap.add_argument("--rollout-only", action="store_true", help="evaluation only: no training, no reference model")
     ap.add_argument("--out", default=str(ROOT / "config"), help="output directory (default: config/)")
     ap.add_argument("--force", action="store_true", help="overwrite configs even if you edited them")

@@ -85,7 +85,7 @@ def main(model: str) -> None:
         init = [p.detach().clone() for p in ref.create_model("a", cfg).params]
         rr.create_model("a", cfg)
         rng = np.random.default_rng(0)
-        worst: dict[str, float] = {"loss": 0.0, "logprobs": 0.0, "grads": 0.0, "weights": 0.0}
+        worst: dict[str, float] = {"loss": 0.0, "logprobs": 0.0, "grads": 0.0, "grad_norm": 0.0, "weights": 0.0}
         for step in range(2):
             data = batch(rng, [40, 7, 23, 31, 12])
             req = FwdBwdRequest("a", step + 1, "cross_entropy", {}, False, data)
@@ -102,12 +102,12 @@ def main(model: str) -> None:
                 worst["grads"] = max(worst["grads"], rel(sum(r[i] for r in per_rank), g))
             s1 = ref.optim_step("a", ADAM)
             s2 = rr.optim_step("a", ADAM)
-            assert abs(s1["grad_norm:mean"] - s2["grad_norm:mean"]) <= 1e-4 * s1["grad_norm:mean"], (s1, s2)
+            worst["grad_norm"] = max(worst["grad_norm"], abs(s1["grad_norm:mean"] - s2["grad_norm:mean"]) / s1["grad_norm:mean"])
             w1 = [p.detach() for p in ref.trainable("a").params]
             for w2 in rr._all("weights", "a"):  # every rank holds the same updated weights
                 worst["weights"] = max(worst["weights"], max(rel(a, b) for a, b in zip(w2, w1)))
         moved = max(float((p.detach() - q).abs().max()) for p, q in zip(ref.trainable("a").params, init))
-        ok = max(worst["loss"], worst["logprobs"], worst["grads"]) <= TOL and worst["weights"] <= WEIGHT_TOL
+        ok = max(worst["loss"], worst["logprobs"], worst["grads"], worst["grad_norm"]) <= TOL and worst["weights"] <= WEIGHT_TOL
         report("dp_equal", ok and moved > 1e-3, tol=TOL, weight_tol=WEIGHT_TOL, moved=moved, **worst)
 
         # sharded optimizer state -> one checkpoint -> the one-process runtime

@@ -121,3 +121,17 @@ def test_conformance_suite_in_ray_mode(tiny_model, tmp_path):
         time.sleep(0.5)
     left = [p for p in ray_procs if Path(f"/proc/{p}").exists()]
     assert not left, f"processes left behind by the Ray backend: {left}"
+
+
+def test_configure_writes_engine_ray(tmp_path):
+    """configure.py --ray-* writes engine.ray; without the flags engine.ray is null (the in-process runtime)."""
+    import yaml
+
+    def engine(*flags: str) -> dict:
+        out = tmp_path / str(len(list(tmp_path.iterdir())))
+        subprocess.run([sys.executable, "configure.py", "--out", str(out), *flags], cwd=REPO, check=True, capture_output=True)
+        return yaml.safe_load((out / "engine.yaml").read_text())["engine"]
+
+    assert engine()["ray"] is None
+    assert engine("--ray-trainers", "2", "--ray-samplers", "3")["ray"] == {"address": "local", "trainers": 2, "samplers": 3}
+    assert engine("--ray-address", "auto")["ray"] == {"address": "auto", "trainers": 1, "samplers": 1}
