@@ -39,9 +39,6 @@ def export_checkpoint(ck: Path, out: Path, base_path: str, adapter: bool = False
                       dtype: str = "float32") -> dict[str, Any]:
     """Write the HF directory for checkpoint directory ``ck`` into ``out`` (created; must be empty or absent).
     ``dtype``: of the merged weights (the merge itself runs in float32)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     meta = json.loads((ck / "meta.json").read_text())
     tc = meta["train_config"]
     is_lora = tc["rank"] > 0
@@ -50,6 +47,9 @@ def export_checkpoint(ck: Path, out: Path, base_path: str, adapter: bool = False
                           "drop --adapter to export the full weights")
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"output directory {out} is not empty")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     tmp = out.with_name(f".{out.name}.tmp{time.time_ns()}")
     tmp.mkdir(parents=True)
     try:

@@ -1,7 +1,7 @@
-"""Run in .venv-runtime by test_export.py: load an exported directory the way users do (transformers, peft)
-and print the target-token logprobs of one sequence as JSON.
+"""Run in .venv-runtime by test_export.py: load exported directories the way users do (transformers, peft)
+and print, per directory, the target-token logprobs of one sequence as a JSON list.
 
-    python export_check.py DIR merged|adapter TOKENS_JSON
+    python export_check.py TOKENS_JSON DIR:merged|adapter...
 """
 
 import json
@@ -10,17 +10,20 @@ import sys
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-out_dir, mode, ids = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-if mode == "adapter":
-    from peft import PeftModel
+ids, results = json.loads(sys.argv[1]), []
+for arg in sys.argv[2:]:
+    out_dir, mode = arg.rsplit(":", 1)
+    if mode == "adapter":
+        from peft import PeftModel
 
-    base = json.load(open(f"{out_dir}/adapter_config.json"))["base_model_name_or_path"]
-    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32), out_dir)
-else:
-    model = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32)
-tok = AutoTokenizer.from_pretrained(out_dir)
-model.eval()
-with torch.no_grad():
-    logits = model(torch.tensor([ids[:-1]])).logits[0].float()
-lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0]
-print(json.dumps({"logprobs": lp.tolist(), "chat_template": bool(tok.chat_template)}))
+        base = json.load(open(f"{out_dir}/adapter_config.json"))["base_model_name_or_path"]
+        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32), out_dir)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(out_dir)
+    model.eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([ids[:-1]])).logits[0].float()
+    lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0]
+    results.append({"logprobs": lp.tolist(), "chat_template": bool(tok.chat_template)})
+print(json.dumps(results))

@@ -43,13 +43,14 @@ def _sft(sc, model, rank, lr, steps=3):
     return tc, after
 
 
-def _hf_logprobs(out_dir, mode):
-    r = subprocess.run([RUNTIME_PY, str(CHECK), str(out_dir), mode, json.dumps(TOKENS)], cwd=REPO, capture_output=True,
-                       text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+def _hf_logprobs(*dirs_modes):
+    """Logprobs of TOKENS from each exported (dir, "merged"|"adapter"), loaded with transformers/peft (one process)."""
+    r = subprocess.run([RUNTIME_PY, str(CHECK), json.dumps(TOKENS), *(f"{d}:{m}" for d, m in dirs_modes)], cwd=REPO,
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(r.stdout.strip().splitlines()[-1])
-    assert res["chat_template"], "the exported tokenizer has no chat template"
-    return np.array(res["logprobs"])
+    assert all(x["chat_template"] for x in res), "an exported tokenizer has no chat template"
+    return [np.array(x["logprobs"]) for x in res]
 
 
 def _export(backend, *args):
@@ -64,13 +65,15 @@ def test_export_lora_and_full_match_backend_logprobs(backend, tmp_path):
     full, full_lp = _sft(sc, backend.model, rank=0, lr=1e-3)
     full_path = full.save_state("export-full").result(60).path
 
-    for path, mode, expected, extra in ((lora_path, "merged", lora_lp, []), (lora_path, "adapter", lora_lp, ["--adapter"]),
-                                        (full_path, "merged", full_lp, [])):
+    cases = [(lora_path, "merged", lora_lp, []), (lora_path, "adapter", lora_lp, ["--adapter"]), (full_path, "merged", full_lp, [])]
+    outs = []
+    for path, mode, _, extra in cases:
         out = tmp_path / f"{path.split('/')[-1]}-{mode}"
         r = _export(backend, path, "--out", str(out), *extra)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
         assert json.loads(r.stdout)["format"] == ("peft_adapter" if mode == "adapter" else "merged")
-        got = _hf_logprobs(out, mode)
+        outs.append((out, mode))
+    for (path, mode, expected, _), got in zip(cases, _hf_logprobs(*outs)):
         np.testing.assert_allclose(got, expected, atol=1e-4, err_msg=f"{path} exported as {mode}: logprobs differ")
 
     r = _export(backend, full_path, "--out", str(tmp_path / "nope"), "--adapter")
@@ -92,7 +95,7 @@ def test_sdk_checkpoint_download(backend, tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     dest = tmp_path / path.replace("tinker://", "").replace("/", "_")
     assert (dest / "adapter_model.safetensors").exists() and (dest / "tokenizer_config.json").exists(), list(dest.iterdir())
-    np.testing.assert_allclose(_hf_logprobs(dest, "adapter"), lp, atol=1e-4)
+    np.testing.assert_allclose(_hf_logprobs((dest, "adapter"))[0], lp, atol=1e-4)
     rc = sc.create_rest_client()
     model_id = path.split("/")[2]
     assert time.time() - t0 < 240
