@@ -91,7 +91,7 @@ def sandbox_factory(ep: Endpoints, kind: str):
         if loop not in clients:
             clients[loop] = SandboxManagerClient(ep.sandbox_url, ep.sandbox_key, flavor=ep.sandbox_flavor)
         if isinstance(base, ImageRef):   # docker backend: the task's scrubbed image
-            return await clients[loop].create(image=str(base))
+            return await clients[loop].create(image=str(base), limits=base.limits)
         return await clients[loop].create(base_dir=str(base))
     return manager
 

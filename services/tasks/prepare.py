@@ -45,10 +45,11 @@ class ImageRef(str):
     the base commit of the repo inside it (what a patch is taken against)."""
 
     commit: str | None = None
+    limits: dict[str, Any] | None = None   # the task's [environment] cpus / memory_mb
 
-    def __new__(cls, image: str, commit: str | None = None) -> "ImageRef":
+    def __new__(cls, image: str, commit: str | None = None, limits: dict[str, Any] | None = None) -> "ImageRef":
         ref = super().__new__(cls, image)
-        ref.commit = commit
+        ref.commit, ref.limits = commit, limits
         return ref
 
 
@@ -59,7 +60,7 @@ MANIFEST_VERSION = 1
 def base_of(entry: dict[str, Any]) -> Path | ImageRef:
     """What a sandbox factory gets for a manifest entry: the base dir or the task image."""
     base = entry["base"]
-    return ImageRef(base["image"], base.get("commit")) if base.get("image") else Path(base["dir"])
+    return ImageRef(base["image"], base.get("commit"), base.get("limits")) if base.get("image") else Path(base["dir"])
 
 
 @dataclass
@@ -176,7 +177,8 @@ def _image_present(docker: Any, base: dict[str, Any]) -> bool:
 
 def _build_image_base(task: Task, docker: Any) -> dict[str, Any]:
     from services.sandbox.docker_images import task_image
-    return task_image(docker, task)
+    env = task.config.environment
+    return {**task_image(docker, task), "limits": {"cpus": float(env.cpus), "memory_mb": int(env.memory_mb)}}
 
 
 def _progress(total: int, desc: str, enabled: bool):

@@ -138,7 +138,7 @@ def manager_factory(client):
 
     async def factory(base):
         if isinstance(base, ImageRef):
-            return await client.create(image=str(base))
+            return await client.create(image=str(base), limits=base.limits)
         return await client.create(base)
     return factory
 

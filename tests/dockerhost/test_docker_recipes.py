@@ -27,6 +27,8 @@ def test_sft_rollout_grpo_on_the_docker_backend(docker_client, running_docker):
     grpo = _run(env, "grpo", *DOCKER, *TWO, "--num-steps", "2", "--group-size", "4", "--groups-per-step", "2", "--temperature", "0.7",
                 "--init-from", res["final_checkpoint"], "--save-state", "final", "--learning-rate", "1e-3")
     out = _json(grpo / "results" / "grpo" / "result.json")
+    print("gold p", res.get("gold_p_final"), "rollout mean reward", rr["mean_reward"],
+          "grpo mean rewards", [s["mean_reward"] for s in out["steps"]])
     assert len(out["steps"]) == 2
     for s in out["steps"]:
         assert s["n_rollouts"] == 8 and s["failures"]["infra"] == 0, s["failures"]

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from services.tasks.prepare import prepare_tasks
+from services.tasks.prepare import base_of, prepare_tasks
 from services.tasks.task import load_dataset, load_task
 
 from .conftest import SAMPLE, DockerAdmin, containers_of, free_port, manager_factory
@@ -58,7 +58,11 @@ def test_history_scrubbed_in_agent_sandbox(docker_admin, docker_client, sample_p
 
     async def main():
         async with docker_admin.client() as c:
-            sb = await c.create(image=base["image"])
+            sb = await manager_factory(c)(base_of(manifest["tasks"][task.slug]))
+            host = next(x for x in containers_of(docker_client, docker_admin.worker)
+                        if x.labels["lts.sandbox"] == sb.sandbox_id).attrs["HostConfig"]
+            assert (host["Memory"], host["NanoCpus"]) == (1024 << 20, 10**9)   # the task's [environment] limits
+            assert host["NetworkMode"] == "none" and host["CapDrop"] == ["ALL"] and not host["Privileged"]
             try:
                 probes = " ; ".join(f"git cat-file -e {sha} 2>/dev/null && echo LEAK {sha}" for sha in future)
                 r = await sb.run("pwd -P; git log --all --reflog --format=%H; git for-each-ref --format='%(refname)'; "
