@@ -158,6 +158,10 @@ setup_control() {
 
 setup_runtime() {
   make_venv runtime requirements/runtime.txt
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    echo "[setup] GPU found: installing requirements/gpu.txt (Liger fused training kernels) into .venv-runtime"
+    "$ROOT/.venv-runtime/bin/python" -m pip install -q --no-deps -r requirements/gpu.txt || die "pip install -r requirements/gpu.txt failed"
+  fi
   report runtime torch transformers peft fastapi uvicorn tinker safetensors yaml services.backend \
     || die "runtime environment check failed (see the report above)"
   if [[ "${LTS_SKIP_MODEL:-0}" != "1" ]]; then

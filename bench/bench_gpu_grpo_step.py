@@ -135,6 +135,8 @@ def main() -> None:
     ap.add_argument("--rank", type=int, default=32, help="LoRA rank; 0 = full fine-tuning")
     ap.add_argument("--micro-batch-tokens", type=int, default=16384)
     ap.add_argument("--no-grad-ckpt", action="store_true")
+    ap.add_argument("--max-sampler-snapshots", type=int, default=4,
+                    help="sampler snapshots kept (each LoRA one holds an adapter, each full-FT one a model copy)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep-log", default=None, help="copy the backend log here")
     a = ap.parse_args()
@@ -153,6 +155,7 @@ def main() -> None:
     proc = start_backend(tmp / "model", tmp / "state", port, key, name,
                          {"sampler_options": {"max_slots": a.groups * a.group_size, "max_context": 2048},
                           "gradient_checkpointing": not a.no_grad_ckpt, "max_tokens_per_microbatch": a.micro_batch_tokens,
+                          "max_sampler_snapshots": a.max_sampler_snapshots,
                           "batch_window_s": 0.05})
     R.add(bench="grpo_setup", startup_s=time.perf_counter() - t0, prompt_tokens_mean=float(np.mean([len(p) for p in ps])))
     try:

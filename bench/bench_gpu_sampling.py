@@ -122,10 +122,16 @@ def hf_generate(model, R: Results, name: str, b: int, new: int) -> None:
     R.add(bench="sampling", engine="hf_generate", shape=name, batch=b, new=new, tok_s=toks / t, total_s=t)
 
 
-def attention_micro(shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float) -> None:
+SWEEP = [  # (block, warps, stages, target programs) of decode_attention.attend; the first is the default
+    (64, 4, 2, 528), (64, 4, 3, 528), (128, 4, 2, 528), (128, 8, 3, 528), (64, 4, 2, 1056), (64, 4, 2, 264),
+    (32, 4, 2, 528), (64, 2, 2, 528), (128, 4, 3, 1056)]
+
+
+def attention_micro(shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float, sweep: bool) -> None:
     """One layer's decode attention alone (the Triton split-K kernel with its KV write, and the bmm
-    path), rows at random lengths in [PROMPT, PROMPT + NEW): time and the K/V bytes each row must read
-    over that time (against the measured copy bandwidth)."""
+    path), rows at random lengths in [PROMPT, PROMPT + NEW), timed as CUDA-graph replays (as in the
+    engine): time and the K/V bytes each row must read over that time (against the measured copy
+    bandwidth). ``sweep``: also each launch configuration of SWEEP."""
     import triton.testing
 
     from services.backend.gpu import decode_attention as da
@@ -146,11 +152,14 @@ def attention_micro(shape: Qwen3Shape, R: Results, name: str, batches: list[int]
         valid = torch.arange(ctx, device=DEV)[None, :] <= pos[:, None]
         bias = torch.zeros(b, 1, 1, ctx, device=DEV).masked_fill(~valid[:, None, None, :], float("-inf"))
         need = float((pos + 1).sum()) * Hkv * D * 2 * 2  # K and V, bf16, each row to its length
-        t_tr = triton.testing.do_bench(lambda: da.attend(q, kn, vn, kc, vc, pos, ctx, D ** -0.5), return_mode="median") / 1e3
-        t_bmm = triton.testing.do_bench(lambda: m._attend(q, 0, b, ctx, bias, valid), return_mode="median") / 1e3
-        R.add(bench="attention_micro", shape=name, batch=b, ctx_bucket=ctx, triton_us=t_tr * 1e6, bmm_us=t_bmm * 1e6,
-              triton_frac_of_copy_bw=need / t_tr / bw, bmm_frac_of_copy_bw=need / t_bmm / bw,
-              chunk=da.chunk_for(b, Hkv, ctx))
+        bench = lambda f: triton.testing.do_bench_cudagraph(f, return_mode="median") / 1e3  # noqa: E731
+        t_bmm = bench(lambda: m._attend(q, 0, b, ctx, bias, valid))
+        for cfg in (SWEEP if sweep else SWEEP[:1]):
+            blk, w, st, tgt = cfg
+            t_tr = bench(lambda: da.attend(q, kn, vn, kc, vc, pos, ctx, D ** -0.5, blk, w, st, tgt))
+            R.add(bench="attention_micro", shape=name, batch=b, ctx_bucket=ctx, config=list(cfg), triton_us=t_tr * 1e6,
+                  bmm_us=t_bmm * 1e6, triton_frac_of_copy_bw=need / t_tr / bw, bmm_frac_of_copy_bw=need / t_bmm / bw,
+                  chunk=da.chunk_for(b, Hkv, ctx, blk, tgt))
         del kc, vc, m
         free_cuda()
 
@@ -175,10 +184,18 @@ def hf_fallback_other_arch(R: Results, arch: str, runs: list[tuple[int, int]], s
     for b, new in runs:
         specs = [SampleSpec(prompt=p, max_tokens=new, seed=i) for i, p in enumerate(rand_prompts(b, PROMPT, 9))]
         generate(model, None, [SampleSpec(prompt=specs[0].prompt, max_tokens=4, seed=0)], torch.device(DEV))
-        res, t = timed(generate, model, None, specs, torch.device(DEV))
+        free_cuda()
+        before = torch.cuda.memory_allocated() / 1e9 if DEV.startswith("cuda") else 0.0
+        try:
+            res, t = timed(generate, model, None, specs, torch.device(DEV))
+        except torch.OutOfMemoryError as ex:
+            R.add(bench="error", step="other_arch", batch=b, allocated_before_gb=before, error=str(ex)[:200])
+            free_cuda()
+            continue
         toks = sum(len(sq[0]) for r in res for sq in r.sequences)
+        peak = torch.cuda.max_memory_allocated() / 1e9 if DEV.startswith("cuda") else 0.0
         R.add(bench="sampling", engine="hf_fallback_sampler", arch=arch, shape=shape, batch=b, new=new, tok_s=toks / t,
-              total_s=t)
+              total_s=t, allocated_before_gb=before, peak_gb=peak)
     del model
     free_cuda()
 
@@ -193,6 +210,8 @@ def main() -> None:
     ap.add_argument("--other-arch", default="", help="also time the HF fallback sampler on this architecture (llama)")
     ap.add_argument("--other-arch-runs", default="1:32,64:64", help="batch:new_tokens runs of --other-arch")
     ap.add_argument("--other-arch-shape", default="4b")
+    ap.add_argument("--attn-sweep", action="store_true", help="time each launch configuration of SWEEP")
+    ap.add_argument("--steps", default="attn,logits,engine,variants,hf", help="which parts to run per shape")
     ap.add_argument("--json", default=None)
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--new", type=int, default=256)
@@ -209,10 +228,10 @@ def main() -> None:
         shape = Qwen3Shape.from_hf_config(model.config)
         R.add(bench="model", shape=name, params=n_params(model), weight_bytes=shape.weight_bytes(),
               kv_bytes_per_token=shape.kv_bytes_per_token())
-        for step in ("attn", "logits", "engine", "variants", "hf"):
+        for step in a.steps.split(","):
             try:
                 if step == "attn" and DEV.startswith("cuda"):
-                    attention_micro(shape, R, name, batches, bw)
+                    attention_micro(shape, R, name, batches, bw, a.attn_sweep)
                 elif step == "logits":
                     check_logits(model, shape, R, name)
                 elif step == "engine":

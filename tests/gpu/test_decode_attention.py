@@ -80,3 +80,30 @@ def test_kernel_matches_reference(case, dtype):
         rel = float((got.float() - want.float()).norm() / want.float().norm())
         assert rel < 1e-2, (case, dtype, seed, rel)
         assert torch.equal(kc, kc2) and torch.equal(vc, vc2)  # the fused KV write: at pos only
+
+
+def test_attention_choice():
+    from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
+
+    s = Qwen3Shape(vocab=64, hidden=32, layers=1, heads=4, kv_heads=2, head_dim=8, ffn=64, eps=1e-6, rope_theta=1e4)
+    assert StaticQwen3.resolve_attention("auto", torch.device("cpu"), s) == "bmm"
+    assert StaticQwen3.resolve_attention("auto", torch.device("cuda"), s) == ("triton" if da.available() else "bmm")
+    odd = Qwen3Shape(**{**s.__dict__, "head_dim": 12})
+    assert StaticQwen3.resolve_attention("auto", torch.device("cuda"), odd) == "bmm"
+    with pytest.raises(ValueError):
+        StaticQwen3.resolve_attention("triton", torch.device("cuda"), odd)
+    with pytest.raises(ValueError):
+        StaticQwen3.resolve_attention("flash", torch.device("cpu"), s)
+
+
+def test_training_kernels_choice():
+    from services.backend.gpu import train_kernels as tk
+
+    assert tk.resolve(None, "cpu") == "none" and tk.resolve("none", "cuda") == "none"
+    assert tk.resolve("auto", "cuda") == ("liger" if tk._liger() is not None else "none")
+    with pytest.raises(ValueError):
+        tk.resolve("fast", "cuda")
+    assert tk.apply(torch.nn.Linear(2, 2), "none", True) is False
+    with pytest.raises(ValueError):  # required but not applicable (no Liger here, or no HF config)
+        tk.apply(torch.nn.Linear(2, 2), "liger", True)
+    assert tk.apply(torch.nn.Linear(2, 2), "liger", False) is False

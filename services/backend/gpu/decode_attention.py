@@ -31,12 +31,12 @@ def available() -> bool:
     return triton is not None
 
 
-def chunk_for(b: int, kv_heads: int, ctx: int) -> int:
+def chunk_for(b: int, kv_heads: int, ctx: int, block: int = BLOCK_N, target: int = _TARGET_PROGRAMS) -> int:
     """Context positions per program: small enough that b * kv_heads * splits fills the GPU, a
-    multiple of BLOCK_N, at most the whole context."""
-    splits = max(1, -(-_TARGET_PROGRAMS // (b * kv_heads)))
+    multiple of the tile ``block``, at most the whole context."""
+    splits = max(1, -(-target // (b * kv_heads)))
     chunk = -(-ctx // splits)
-    return max(BLOCK_N, -(-chunk // BLOCK_N) * BLOCK_N)
+    return max(block, -(-chunk // block) * block)
 
 
 if triton is not None:
@@ -114,13 +114,16 @@ if triton is not None:
 
 
 def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor,
-           pos: torch.Tensor, ctx: int, scale: float) -> torch.Tensor:
+           pos: torch.Tensor, ctx: int, scale: float, block: int = BLOCK_N, warps: int = 4, stages: int = 2,
+           target: int = _TARGET_PROGRAMS) -> torch.Tensor:
     """q [b, Hq, D], k_new/v_new [b, Hkv, D], kc/vc [slots >= b, Hkv, T, D] (one layer; written at
-    ``pos``), pos [b] (each < ctx). Returns the attention output [b, Hq, D] in q's dtype."""
+    ``pos``), pos [b] (each < ctx). Returns the attention output [b, Hq, D] in q's dtype.
+    ``block`` (K/V tile rows), ``warps``, ``stages``, ``target`` (programs to aim for): launch
+    parameters, defaults chosen by bench_gpu_sampling.py's attention sweep."""
     b, Hq, D = q.shape
     Hkv = k_new.shape[1]
     G = Hq // Hkv
-    chunk = chunk_for(b, Hkv, ctx)
+    chunk = chunk_for(b, Hkv, ctx, block, target)
     n_split = -(-ctx // chunk)
     q, k_new, v_new = q.contiguous(), k_new.contiguous(), v_new.contiguous()
     m = torch.empty(b, Hq, n_split, device=q.device, dtype=torch.float32)
@@ -130,7 +133,7 @@ def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, kc: torch.
     _split_kernel[(b, Hkv, n_split)](
         q, k_new, v_new, kc, vc, pos, m, l, acc, scale, chunk, n_split,
         q.stride(0), q.stride(1), k_new.stride(0), k_new.stride(1), kc.stride(0), kc.stride(1), kc.stride(2),
-        HQ=Hq, G=G, GP=max(16, triton.next_power_of_2(G)), D=D, BLOCK=BLOCK_N, num_warps=4, num_stages=2)
+        HQ=Hq, G=G, GP=max(16, triton.next_power_of_2(G)), D=D, BLOCK=block, num_warps=warps, num_stages=stages)
     _merge_kernel[(b, Hq)](m, l, acc, pos, out, chunk, n_split, out.stride(0), out.stride(1),
                            HQ=Hq, D=D, SP=max(2, triton.next_power_of_2(n_split)), num_warps=4)
     return out
