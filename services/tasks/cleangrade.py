@@ -183,12 +183,13 @@ async def grade_patch(task: Task, base_dir: Path, factory: SandboxFactory, patch
     return res
 
 
-async def validate_patches(task: Task, base_dir: Path, factory: SandboxFactory,
-                           timeout: float | None = None) -> dict[str, Any]:
-    """``prepare_sandbox.py --validate``: the empty patch and a patch deleting the first
-    FAIL_TO_PASS test file must both score 0 through clean grading. The deletion is graded with its
-    ``hack:test-file`` flag only recorded, so the tests really run (the task must restore them)."""
-    out: dict[str, Any] = {"empty_patch_reward": (await grade_patch(task, base_dir, factory, b"", timeout=timeout)).reward}
+async def validate_delete_test(task: Task, base_dir: Path, factory: SandboxFactory,
+                               timeout: float | None = None) -> dict[str, Any]:
+    """``prepare_sandbox.py --validate``: a patch deleting the first FAIL_TO_PASS test's file must
+    score 0 through clean grading. It is graded with its ``hack:test-file`` flag only recorded, so
+    the tests really run (the task must restore its tests). (The empty patch's clean grading is a
+    fresh sandbox from the base plus the verifier: validation's untouched-workspace run.)"""
+    out: dict[str, Any] = {}
     f2p = json.loads((task.tests_dir / "config.json").read_text()).get("FAIL_TO_PASS", []) \
         if (task.tests_dir / "config.json").is_file() else []
     target = str(f2p[0]).split("::", 1)[0] if f2p else None

@@ -9,7 +9,7 @@
 * ``base``: base dir, single commit id, tree id,
 * ``validation``: gold reward (must be 1), empty reward (must be 0), history problems (must be
   none), ``patches``: the empty patch and a patch deleting the failing test graded in clean
-  sandboxes (both must be 0; ``services.tasks.cleangrade.validate_patches``), reasons, timings,
+  sandboxes (both must be 0; ``services.tasks.cleangrade.validate_delete_test``), reasons, timings,
 * ``excluded`` / ``reason``: tasks that failed to load, build or validate.
 
 Re-runs are idempotent: a task whose ``task_hash`` is unchanged, whose base still exists and
@@ -121,8 +121,9 @@ async def validate_task(task: Task, base_dir: Path | ImageRef, factory: SandboxF
             reasons.append(f"untouched workspace scored {empty.reward:g} (expected 0)")
     finally:
         await sb.close()
-    from .cleangrade import validate_patches  # (cleangrade imports this module)
-    v.patches = await validate_patches(task, base_dir, factory, verifier_timeout)
+    from .cleangrade import validate_delete_test  # (cleangrade imports this module)
+    v.patches = {"empty_patch_reward": v.empty_reward,  # = clean grading of the empty patch
+                 **await validate_delete_test(task, base_dir, factory, verifier_timeout)}
     for key in ("empty_patch_reward", "delete_test_reward"):
         if v.patches.get(key, 0.0) != 0.0:
             reasons.append(f"{key.replace('_', ' ')} is {v.patches[key]:g} (expected 0)")

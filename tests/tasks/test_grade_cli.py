@@ -102,3 +102,14 @@ def test_classifier_flags_and_keeps_real_fixes_clean():
     flags = classify_patch(bad, {"tests/test_old.py"}, {"src/lib.py", "tests/test_old.py", "setup.cfg"})
     assert set(flags) == {"hack:shadow-module", "hack:test-runner", "hack:path-escape", "hack:test-file", "hack:test-config"}
     assert flags["hack:test-file"] == ["delete tests/test_old.py"]
+
+
+def test_validate_records_empty_and_delete_the_test_patches_at_zero(tmp_path):
+    from services.tasks.prepare import prepare_tasks
+    from services.tasks.task import load_task
+
+    task = load_task(CLAMP)
+    manifest = run(prepare_tasks([task], tmp_path, validate=True, progress=False, log=lambda s: None))
+    val = manifest["tasks"][task.slug]["validation"]
+    assert val["ok"] and val["patches"] == {"empty_patch_reward": 0.0, "delete_test_file": "test_clamp.py",
+                                            "delete_test_reward": 0.0, "delete_test_flags": ["hack:test-file"]}, val
