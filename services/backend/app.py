@@ -428,9 +428,10 @@ def create_app(backend: Backend) -> FastAPI:
             overwrite = bool(body.get("overwrite", False))
             if (B.checkpoint_dir / model_id / "weights" / name).exists() and not overwrite:
                 raise BadRequest(f"checkpoint weights/{name} already exists for {model_id} (pass overwrite=True)")
+            ttl = external_routes.check_ttl(body.get("ttl_seconds"))
 
             def run(rt: Runtime):
-                rt.save(model_id, name, "weights", True, overwrite, meta)
+                external_routes.set_expiry(rt.save(model_id, name, "weights", True, overwrite, meta), ttl)
                 return JSON, json.dumps({"path": f"tinker://{model_id}/weights/{name}", "type": "save_weights"}).encode()
             return run
 
@@ -449,11 +450,12 @@ def create_app(backend: Backend) -> FastAPI:
                 raise BadRequest(f"sampling_session_seq_id must be an integer, got {sseq!r}")
             _, meta = validation.stored_fields(body)
             row = B.store.model(model_id)
+            ttl = external_routes.check_ttl(body.get("ttl_seconds"))
 
             def run(rt: Runtime):
                 res: dict[str, Any] = {"type": "save_weights_for_sampler"}
                 if name is not None:
-                    rt.save(model_id, name, "sampler_weights", False, True, meta)
+                    external_routes.set_expiry(rt.save(model_id, name, "sampler_weights", False, True, meta), ttl)
                     res["path"] = f"tinker://{model_id}/sampler_weights/{name}"
                 if sseq is not None:
                     sampler_id = f"{row['session_id']}:sample:{sseq}"

@@ -2,14 +2,17 @@
 
 * ``POST /api/v1/save_weights_external`` (future): the training model's current weights as a Hugging Face
   directory (``tinker://<model_id>/external_weights/<name>``): a PEFT adapter for LoRA models, merged full
-  weights for full fine-tuning (export.py writes both; ``bash run.sh export`` can merge a LoRA too).
+  weights for full fine-tuning (export.py writes both; ``bash run.sh export`` can merge a LoRA too);
+  with ``age_encryption_recipients`` every file is stored age-encrypted as ``FILE.age``.
 * ``GET /api/v1/training_runs/<model_id>/checkpoints/external_weights/<name>/external_weights_urls``:
   one signed URL per file, served by ``GET /files/external_weights/...`` (no API key: the HMAC signature
   authorizes one file until ``expires``; URLs die with the backend process, the SDK re-signs).
 * ``PUT /api/v1/training_runs/<model_id>/checkpoints/<kind>/<name>/ttl``: set or clear a checkpoint's
-  expiry (3600 s to 10 years); expired checkpoints are deleted the next time they are listed or read.
+  expiry (3600 s to 10 years; ``ttl_seconds`` of save_weights / save_weights_for_sampler sets the same);
+  expired checkpoints are deleted the next time they are listed or read.
 
-Together these are what ``tinker checkpoint download`` (the SDK's CLI) needs. Every other SDK route the
+Together these are what ``tinker checkpoint download`` (the SDK's CLI) and ``tinker_cookbook.weights.download``
+(which encrypts its temporary export to a one-off age key) need. Every other SDK route the
 backend lacks answers 400 with a ``detail`` naming the route, so the SDK raises at once (5xx would be retried).
 """
 
@@ -85,9 +88,8 @@ def add_routes(app: FastAPI, B) -> None:
             raise BadRequest(f"field 'seq_id' has the wrong type ({type(seq_id).__name__})")
         row, _ = B.model_info(model_id)
         _, _, _, dest = B.parse_tinker_path(f"tinker://{model_id}/external_weights/{name}", ("external_weights",))
-        ttl = _check_ttl(body.get("ttl_seconds"))
-        if body.get("age_encryption_recipients"):
-            raise BadRequest("age_encryption_recipients is not supported by this backend (files are written unencrypted)")
+        ttl = check_ttl(body.get("ttl_seconds"))
+        recipients = _age_recipients(body.get("age_encryption_recipients"))
         dup = B.dedupe(model_id, seq_id, raw)
         if dup:
             return {"request_id": dup, "model_id": model_id}
@@ -102,6 +104,8 @@ def add_routes(app: FastAPI, B) -> None:
                     shutil.rmtree(dest)
                 info = export_checkpoint(src, dest / "files", rt.base(row["base_model"]).path,
                                          adapter=meta["train_config"]["rank"] > 0, source=f"tinker://{model_id}")
+                if recipients:
+                    _encrypt_tree(dest / "files", recipients)
             finally:
                 shutil.rmtree(src, ignore_errors=True)
             meta.update(name=name, kind="external_weights", format=info["format"],
@@ -148,15 +152,11 @@ def add_routes(app: FastAPI, B) -> None:
             body = json.loads(await request.body() or b"{}")
         except ValueError as e:
             raise BadRequest(f"request body is not valid JSON: {e}") from e
-        ttl = _check_ttl(body.get("ttl_seconds") if isinstance(body, dict) else None)
+        ttl = check_ttl(body.get("ttl_seconds") if isinstance(body, dict) else None)
         _, _, _, ck = B.parse_tinker_path(f"tinker://{model_id}/{kind}/{name}", ("weights", "sampler_weights", "external_weights"))
         if B.checkpoint_entry(model_id, kind, ck) is None:
             raise NotFound(f"checkpoint {kind}/{name} of {model_id} does not exist")
-        meta = json.loads((ck / "meta.json").read_text())
-        meta["expires_at"] = time.time() + ttl if ttl else None
-        tmp = ck / f".meta.json.tmp{time.time_ns()}"
-        tmp.write_text(json.dumps(meta, indent=1))
-        tmp.replace(ck / "meta.json")
+        set_expiry(ck, ttl)
         return {}
 
     for path, what in UNSUPPORTED.items():
@@ -170,7 +170,42 @@ def _unsupported(path: str, what: str):
     return handler
 
 
-def _check_ttl(ttl: Any) -> int | None:
+def _age_recipients(value: Any) -> list:
+    """``age_encryption_recipients``: native "age1..." keys or SSH public keys (pyrage)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not value or not all(isinstance(r, str) for r in value):
+        raise BadRequest("age_encryption_recipients must be a non-empty list of age (age1...) or SSH public keys")
+    import pyrage
+
+    out = []
+    for r in value:
+        try:
+            out.append(pyrage.x25519.Recipient.from_str(r) if r.startswith("age1") else pyrage.ssh.Recipient.from_str(r))
+        except pyrage.RecipientError as e:
+            raise BadRequest(f"age_encryption_recipients: {r[:40]!r} is not an age or SSH public key ({e})") from e
+    return out
+
+
+def _encrypt_tree(root: Path, recipients: list) -> None:
+    """Encrypt every file under ``root`` to ``recipients`` as FILE.age (the plaintext is removed)."""
+    import pyrage
+
+    for f in [p for p in root.rglob("*") if p.is_file()]:
+        pyrage.encrypt_file(str(f), f"{f}.age", recipients)
+        f.unlink()
+
+
+def set_expiry(ck: Path, ttl: int | None) -> None:
+    """Expire checkpoint directory ``ck`` ``ttl`` seconds from now (None: never)."""
+    meta = json.loads((ck / "meta.json").read_text())
+    meta["expires_at"] = time.time() + ttl if ttl else None
+    tmp = ck / f".meta.json.tmp{time.time_ns()}"
+    tmp.write_text(json.dumps(meta, indent=1))
+    tmp.replace(ck / "meta.json")
+
+
+def check_ttl(ttl: Any) -> int | None:
     if ttl is None:
         return None
     if not isinstance(ttl, int) or isinstance(ttl, bool) or not MIN_TTL_S <= ttl <= MAX_TTL_S:

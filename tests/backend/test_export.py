@@ -105,6 +105,21 @@ def test_sdk_checkpoint_download(backend, tmp_path):
     assert path in {c.tinker_path for c in rc.list_checkpoints(model_id).result(60).checkpoints}
 
 
+def test_cookbook_weights_download(backend, tmp_path):
+    """tinker_cookbook.weights.download of a training checkpoint: its temporary export is age-encrypted to a
+    one-off key, downloaded, decrypted and deleted."""
+    from tinker_cookbook import weights
+
+    sc = tinker.ServiceClient(base_url=backend.url, api_key=backend.key)
+    tc, lp = _sft(sc, backend.model, rank=4, lr=2e-3)
+    path = tc.save_state("cookbook-download").result(60).path
+    out = weights.download(tinker_path=path, output_dir=str(tmp_path / "adapter"), base_url=backend.url)
+    assert not list((tmp_path / "adapter").rglob("*.age"))
+    np.testing.assert_allclose(_hf_logprobs((out, "adapter"))[0], lp, atol=1e-4)
+    runs = sc.create_rest_client().list_user_checkpoints().result(60).checkpoints
+    assert not [c for c in runs if c.checkpoint_type == "external"], runs
+
+
 def test_external_weights_urls_ttl_and_signatures(backend):
     sc = tinker.ServiceClient(base_url=backend.url, api_key=backend.key)
     tc = sc.create_lora_training_client(base_model=backend.model, rank=2, seed=1)
