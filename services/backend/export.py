@@ -9,7 +9,7 @@ checkpoint) or a checkpoint directory itself. The result is one of:
 
 * merged (default): ``config.json`` + ``model.safetensors`` + tokenizer + chat template; LoRA is folded
   into the base weights (a LoRA on ``lm_head`` unties it from the input embedding, as the backend's
-  sampler does). Loads with ``AutoModelForCausalLM.from_pretrained(DIR)`` and ``vllm serve DIR``.
+  sampler does). Loads with ``AutoModelForCausalLM.from_pretrained(DIR)`` (the standard layout ``vllm serve DIR`` reads).
 * ``--adapter`` (LoRA checkpoints only): a PEFT adapter directory (``adapter_config.json`` +
   ``adapter_model.safetensors``) + tokenizer; ``base_model_name_or_path`` is the base model's
   directory on this machine. Loads with ``PeftModel.from_pretrained(base, DIR)``.
