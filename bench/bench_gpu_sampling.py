@@ -165,9 +165,9 @@ def attention_micro(shape: Qwen3Shape, R: Results, name: str, batches: list[int]
 
 
 def hf_fallback_other_arch(R: Results, arch: str, runs: list[tuple[int, int]], shape: str = "4b") -> None:
-    """The backend's HF sampler (services/backend/sampler.generate: DynamicCache, batched, seeded),
-    the path of every architecture the static engine does not cover, on a random-init model of the
-    given shape in another architecture (Llama: no q/k norm)."""
+    """The backend's HF sampler (services/backend/sampler.generate: DynamicCache, batched, seeded;
+    under no_grad as Runtime.sample calls it), the path of every architecture the static engine does
+    not cover, on a random-init model of the given shape in another architecture (Llama: no q/k norm)."""
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     from bench_gpu_common import SHAPES, VOCAB
@@ -181,13 +181,16 @@ def hf_fallback_other_arch(R: Results, arch: str, runs: list[tuple[int, int]], s
     torch.manual_seed(0)
     with torch.device(DEV):
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
+    model.requires_grad_(False)
     for b, new in runs:
         specs = [SampleSpec(prompt=p, max_tokens=new, seed=i) for i, p in enumerate(rand_prompts(b, PROMPT, 9))]
-        generate(model, None, [SampleSpec(prompt=specs[0].prompt, max_tokens=4, seed=0)], torch.device(DEV))
+        with torch.no_grad():
+            generate(model, None, [SampleSpec(prompt=specs[0].prompt, max_tokens=4, seed=0)], torch.device(DEV))
         free_cuda()
         before = torch.cuda.memory_allocated() / 1e9 if DEV.startswith("cuda") else 0.0
         try:
-            res, t = timed(generate, model, None, specs, torch.device(DEV))
+            with torch.no_grad():
+                res, t = timed(generate, model, None, specs, torch.device(DEV))
         except torch.OutOfMemoryError as ex:
             R.add(bench="error", step="other_arch", batch=b, allocated_before_gb=before, error=str(ex)[:200])
             free_cuda()
