@@ -31,6 +31,7 @@ import httpx
 import yaml
 
 from services.common.paths import REPO_ROOT, STATE_DIR
+from services.tasks.prepare import ImageRef
 
 AGENT_VENV = REPO_ROOT / ".venv-agent"
 AGENT_REQUIREMENTS = REPO_ROOT / "requirements" / "agent.txt"
@@ -105,8 +106,12 @@ async def run_mini_swe_agent(task, sandboxes, modelservice_url: str, modelservic
         r = await ms.post("/sessions", json=body)
         r.raise_for_status()
         sid = r.json()["session_id"]
-        sb = await sandboxes.create(base_dir=str(base_dir), limits=limits,
-                                    binds=[{"source": str(Path(socket_path).parent), "target": SOCKET_TARGET}])
+        binds = [{"source": str(Path(socket_path).parent), "target": SOCKET_TARGET}]
+        if isinstance(base_dir, ImageRef):   # docker backend: the task's scrubbed image
+            sb = await sandboxes.create(image=str(base_dir), limits={**(base_dir.limits or {}), **(limits or {})},
+                                        binds=binds)
+        else:
+            sb = await sandboxes.create(base_dir=str(base_dir), limits=limits, binds=binds)
         try:
             shim = (Path(__file__).parent / "shim.py").read_text()
             await sb.write_file(SHIM_PATH, shim)
@@ -197,9 +202,15 @@ def main(argv: list[str]) -> int:
         print(f"no task {args.task_id!r} in {args.dataset}", file=sys.stderr)
         return 2
     task = tasks[0]
-    base = STATE_DIR / "modelservice" / "bases" / task.slug
-    if not base.exists():
-        build_base(task, base)
+    if task.in_image:   # public Harbor layout: the sandbox manager must run its docker backend
+        from services.sandbox.docker_images import docker_client, task_image
+        img = task_image(docker_client(), task)
+        env = task.config.environment
+        base = ImageRef(img["image"], img["commit"], {"cpus": float(env.cpus), "memory_mb": int(env.memory_mb)})
+    else:
+        base = STATE_DIR / "modelservice" / "bases" / task.slug
+        if not base.exists():
+            build_base(task, base)
 
     async def go() -> MiniRun:
         async with SandboxManagerClient.from_config(args.sandbox_config) as mgr:

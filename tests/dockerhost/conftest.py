@@ -65,6 +65,7 @@ class DockerAdmin:
     key: str = "docker-test-key"
     proc: subprocess.Popen | None = None
     lease_s: float = 300
+    docker: dict | None = None   # extra docker: config (bind_sources, runtime_paths)
 
     @property
     def url(self) -> str:
@@ -76,7 +77,7 @@ class DockerAdmin:
                "admin": {"port": self.port, "log_file": str(self.dir / "admin.log")},
                "worker": {"name": self.worker}, "state_dir": str(self.dir / "state"),
                "lifecycle": {"reaper_interval_s": 0.5, "lease_s": self.lease_s},
-               "docker": {"bind_sources": [str(self.dir)]}}
+               "docker": {"bind_sources": [str(self.dir)], "runtime_paths": [], **(self.docker or {})}}
         path = self.dir / "admin.yaml"
         path.write_text(yaml.safe_dump(cfg))
         log = open(self.dir / "stdout.log", "ab")

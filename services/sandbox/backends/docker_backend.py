@@ -11,7 +11,9 @@ Each container: ``network_mode="none"``, memory/pids/CPU limits, ``cap_drop=["AL
 for SWE-bench images, still without any capability; a configured user must own the image's
 WORKDIR, since no capability is left to chown it), a size-capped tmpfs /tmp, nofile/fsize/core
 ulimits, a writable-layer size cap where the engine supports one (xfs with pquota), read-only
-binds of allowed host paths (``docker.bind_sources``: the ModelService socket) and
+binds of allowed host paths (``docker.bind_sources``: the ModelService socket), the host dirs of
+``docker.runtime_paths`` read-only at their own path (``auto``: our Python and .venv-agent, for
+black-box agents; their binaries need a glibc at least as new as the host's) and
 ``sleep infinity`` as its main process. Commands run with ``docker exec`` under
 ``timeout -s KILL``; past the timeout (setsid children can outlive ``timeout``) every process but
 PID 1 is killed with ``kill -9 -1`` through the API. ``destroy`` kills and removes the container
@@ -47,13 +49,16 @@ class DockerBackend(Backend):
     supports_binds = True
 
     def __init__(self, client: Any, worker_name: str = "local", default_image: str = "lts/base:bookworm",
-                 user: str | None = None, workdir: str = WORKSPACE, bind_sources: list[str] | None = None):
+                 user: str | None = None, workdir: str = WORKSPACE, bind_sources: list[str] | None = None,
+                 runtime_paths: list[str] | None = None):
         self.docker = client
         self.worker_name = worker_name
         self.default_image = default_image
         self.user = user or None
         self.workdir = workdir
         self.bind_sources = [os.path.realpath(p) for p in (bind_sources or [])]
+        # host dirs bound read-only at their own path in every container (black-box agent harnesses)
+        self.runtime_paths = list(dict.fromkeys(os.path.realpath(p) for p in (runtime_paths or []) if os.path.isdir(p)))
         self.containers: dict[str, Any] = {}
         self._workdirs: dict[str, str] = {}    # image -> workspace dir inside it
         self._storage_opt: bool | None = None  # does the engine cap a container's writable layer?
@@ -65,8 +70,13 @@ class DockerBackend(Backend):
         d = config.get("docker") or {}
         client = docker.DockerClient(base_url=d["base_url"]) if d.get("base_url") else docker.from_env()
         sources = d.get("bind_sources", ["state/modelservice"])
+        runtime = d.get("runtime_paths", [])
+        if runtime in ("auto", ["auto"]):
+            from ..local.backend import default_runtime_paths
+            runtime = default_runtime_paths()
         return cls(client, str(config.get("worker_name", "local")), d.get("default_image") or "lts/base:bookworm",
-                   d.get("user"), d.get("workdir") or WORKSPACE, [str(resolve(p)) for p in sources or []])
+                   d.get("user"), d.get("workdir") or WORKSPACE, [str(resolve(p)) for p in sources or []],
+                   [str(resolve(p)) for p in runtime or []])
 
     def _labels(self, sandbox_id: str) -> dict[str, str]:
         return {"lts.sandbox": sandbox_id, "lts.worker": self.worker_name}
@@ -128,7 +138,7 @@ class DockerBackend(Backend):
             mem_limit=f"{lim.memory_mb}m", memswap_limit=f"{lim.memory_mb}m", nano_cpus=int(lim.cpus * 1e9),
             pids_limit=lim.pids, cap_drop=["ALL"], security_opt=["no-new-privileges"], init=False,
             tmpfs={"/tmp": f"size={lim.disk_mb}m,mode=1777"}, environment=dict(spec.env),
-            volumes=self._check_binds(spec.binds),
+            volumes={**{p: {"bind": p, "mode": "ro"} for p in self.runtime_paths}, **self._check_binds(spec.binds)},
             ulimits=[Ulimit(name="nofile", soft=lim.nofile, hard=lim.nofile),
                      Ulimit(name="fsize", soft=fsize, hard=fsize), Ulimit(name="core", soft=0, hard=0)])
         if self.user:
