@@ -170,8 +170,10 @@ class StaticEngine:
         self.weights_id = weights_id
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+        dt = time.perf_counter() - t0
         self.stats["weight_loads"] += 1
-        self.stats["weight_load_s"] += time.perf_counter() - t0
+        self.stats["weight_load_s"] += dt
+        log.info("static engine: weights %s loaded%s in %.3fs", weights_id, " (LoRA merged)" if adapter else "", dt)
 
     def fits(self, spec: SampleSpec) -> bool:
         return 0 < len(spec.prompt) and len(spec.prompt) + max(spec.max_tokens, 1) - 1 <= self.opts.max_context
@@ -188,6 +190,7 @@ class StaticEngine:
             self._enqueue(r, pending)
         self.tokenizer = tokenizer
         live = 0
+        t0, st0 = time.perf_counter(), dict(self.stats)
         while pending or live:
             if poll is not None:
                 for spec, cb in poll() or []:
@@ -202,6 +205,9 @@ class StaticEngine:
                 live = sum(1 for s in self.slot_seq if s is not None)
             elif pending and not self.free:  # cannot happen: no live sequence means every slot is free
                 raise RuntimeError("static engine: no free slot and nothing running")
+        st = {k: self.stats[k] - st0[k] for k in ("tokens", "steps", "prefill_s", "decode_s")}
+        log.info("static engine: %d tokens decoded in %.2fs (prefill %.2fs, %d decode steps %.2fs)", st["tokens"],
+                 time.perf_counter() - t0, st["prefill_s"], st["steps"], st["decode_s"])
         return [r.result for r in reqs]
 
     def _new_req(self, spec: SampleSpec, index: int) -> _Req:
