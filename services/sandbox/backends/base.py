@@ -89,6 +89,10 @@ class Backend(abc.ABC):
     async def start(self) -> None:
         """Prepare the backend; remove leftovers of a previous run of this backend."""
 
+    def limits_info(self) -> dict[str, Any]:
+        """Which resource limits this backend enforces, and how the others fall back (for /health)."""
+        return {}
+
     async def shutdown(self) -> None:
         """Destroy every sandbox this backend holds and release its resources."""
         for sid in list(await self.list_live()):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import logging
 from typing import Any
 
 import httpx
@@ -10,6 +11,7 @@ import httpx
 from ..errors import Unavailable, error_for_status
 from .base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
 
+log = logging.getLogger(__name__)
 
 class WorkerBackend(Backend):
     name = "worker"
@@ -18,6 +20,7 @@ class WorkerBackend(Backend):
     def __init__(self, url: str, key: str, header: str = "X-Key"):
         self.url = url.rstrip("/") + "/worker/v1"
         self._client = httpx.AsyncClient(headers={header: key}, timeout=httpx.Timeout(None, connect=10))
+        self._limits: dict[str, Any] = {}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "WorkerBackend":
@@ -41,6 +44,14 @@ class WorkerBackend(Backend):
             r.raise_for_status()
         except httpx.HTTPError as e:
             raise Unavailable(f"sandbox worker {self.url} is not reachable: {e}")
+        self._limits = (r.json().get("result") or {}).get("limits") or {}
+        log.info("sandbox worker limits: cgroups %s, enforced %s", self._limits.get("cgroups"),
+                 ", ".join(self._limits.get("enforced") or []) or "none")
+        for limit, fallback in (self._limits.get("fallback") or {}).items():
+            log.warning("!!! sandbox %s limit NOT enforced by cgroups: falls back to %s", limit, fallback)
+
+    def limits_info(self) -> dict[str, Any]:
+        return self._limits
 
     async def shutdown(self) -> None:
         try:

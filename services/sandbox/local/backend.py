@@ -97,6 +97,8 @@ class LocalBackend(Backend):
         self.uid, self.gid = (sandbox_uid, sandbox_gid) if self.real_root else (0, 0)
         self.cgroup_parent = cgroup_parent(state_dir, worker_name)
         self.use_cgroups = use_cgroups and self.real_root
+        self.cgroup_support = cgroups.Support(None, reason="cgroups off (local.cgroups: false)" if not use_cgroups else
+                                              "not real root (user namespace)" if self.is_root else "not root")
         self.runtime_paths = runtime_paths if runtime_paths is not None else default_runtime_paths()
         if venv_bin is None and sys.prefix != sys.base_prefix:
             venv_bin = os.path.join(sys.prefix, "bin")
@@ -145,9 +147,10 @@ class LocalBackend(Backend):
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise SandboxError(f"another sandbox worker named {self.worker_name!r} is running on this state dir")
-        if self.use_cgroups and not cgroups.cgroups_usable(self.cgroup_parent):
-            log.warning("cgroups are not usable here: memory/pids/cpu limits fall back to rlimits")
-            self.use_cgroups = False
+        if self.use_cgroups:
+            self.cgroup_support = cgroups.detect(self.cgroup_parent)
+            self.use_cgroups = self.cgroup_support.usable
+        self._log_limits()
         removed = self.cleanup_leftovers()
         if removed:
             log.warning("removed leftovers of a previous worker: %s", ", ".join(removed))
@@ -156,6 +159,20 @@ class LocalBackend(Backend):
                                               self.uid, self.gid, "sandbox")
         log.info("local backend ready (uid %d, cgroups %s, user namespace %s)", self.uid, self.use_cgroups,
                  not self.real_root)
+
+    def limits_info(self) -> dict[str, Any]:
+        info = self.cgroup_support.describe()
+        if not self.use_cgroups:
+            info["enforced"] = []
+            info["fallback"] = {k: cgroups.FALLBACK[k] for k in cgroups.LIMITS}
+        return info
+
+    def _log_limits(self) -> None:
+        info = self.limits_info()
+        log.info("sandbox limits: cgroups %s, enforced %s", info["cgroups"], ", ".join(info["enforced"]) or "none")
+        for limit, fallback in info["fallback"].items():
+            log.warning("!!! sandbox %s limit NOT enforced by cgroups (%s): falls back to %s", limit,
+                        info["reason"] or "unavailable", fallback)
 
     def cleanup_leftovers(self) -> list[str]:
         """Remove run dirs and cgroups left by a worker of this name that died (kill -9):
@@ -202,7 +219,7 @@ class LocalBackend(Backend):
         in_use = {sb.workspace.base.base_id for sb in self.sandboxes.values()} | {base.base_id}
         await asyncio.to_thread(self.bases.evict, in_use)
         ws = Workspace(self.root / "run" / sandbox_id, base, self.uid, self.gid, userns=not self.real_root)
-        cg = cgroups.SandboxCgroups(self.cgroup_parent, sandbox_id) if self.use_cgroups else None
+        cg = cgroups.SandboxCgroups(self.cgroup_parent, sandbox_id, self.cgroup_support) if self.use_cgroups else None
         try:
             ws.mount(spec.limits.disk_mb)
             if cg:
@@ -287,7 +304,7 @@ class LocalBackend(Backend):
         rl = [(resource.RLIMIT_NOFILE, lim.nofile), (resource.RLIMIT_FSIZE, lim.file_size_mb * 1024 * 1024),
               (resource.RLIMIT_CPU, lim.cpu_time_s), (resource.RLIMIT_CORE, 0),
               (resource.RLIMIT_AS, lim.address_space_mb * 1024 * 1024)]
-        if not sb.cgroups:
+        if not sb.cgroups or "pids" not in sb.cgroups.enforced:
             # No pids cgroup: RLIMIT_NPROC is the only fork-bomb guard (per host uid; ignored for root).
             rl.append((resource.RLIMIT_NPROC, lim.pids))
         procs = sb.cgroups.unit(unit) if sb.cgroups else []
