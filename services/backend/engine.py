@@ -7,7 +7,9 @@
 * Training and sampling alternate, so neither starves the other.
 * Fairness: a sample request larger than ``sample_round_tokens`` (num_samples x max_tokens) is
   answered in chunks of sequences, one chunk per round, and every round first serves the small
-  requests that arrived meanwhile: a 2-token request waits for at most one chunk, not for a
+  requests that arrived meanwhile. On the local (non-static) sampler a running chunk also yields
+  when a small request arrives: its unfinished rows are resumed (prompt + their tokens, their
+  seeded streams) in a later round. A 2-token request waits for a few decode steps, not for a
   1024 x 512-token request to finish.
 Results go to the store; ``on_done(request_id)`` wakes the API's long-polls.
 """
@@ -50,8 +52,9 @@ class Job:
 class _Chunked:
     """A large sample job answered in chunks of its sequences (one chunk per sampling round)."""
     job: Job
-    chunks: list[Any]                                   # SampleSpecs still to run
-    results: list[Any] = field(default_factory=list)   # SampleResults of the chunks done
+    chunks: list[Any]                           # SampleSpecs still to run (chunks, resumed rows)
+    slots: list[Any] = field(default_factory=list)   # the request's sequences, by row index
+    head: Any = None                            # the first chunk's SampleResult (prompt logprobs)
 
 
 class Engine:
@@ -218,7 +221,8 @@ class Engine:
         with self._cv:
             jobs, self._samples = self._samples, []
         small = [j for j in jobs if not self._is_large(j.sample_spec)]
-        self._chunked += [_Chunked(j, self._split(j.sample_spec)) for j in jobs if self._is_large(j.sample_spec)]
+        self._chunked += [_Chunked(j, self._split(j.sample_spec), [None] * j.sample_spec.num_samples)
+                          for j in jobs if self._is_large(j.sample_spec)]
         groups: dict[tuple[str, str | None], list[Job]] = defaultdict(list)
         for j in small:
             groups[j.sample_key].append(j)
@@ -232,19 +236,45 @@ class Engine:
         for c in self._chunked:
             by_key[c.job.sample_key].append(c)
         for key, cs in by_key.items():
-            specs = [c.chunks.pop(0) for c in cs]
-            for c, res, err in self._sample_batch(key, specs, cs, finish=False):
+            specs, owners = [], []
+            for c in cs:
+                taken = self._take(c)
+                specs += taken
+                owners += [c] * len(taken)
+            failed = set()
+            for spec, (c, res, err) in zip(specs, self._sample_batch(key, specs, owners, finish=False)):
                 if err is not None:
-                    self._chunked.remove(c)
-                    self._answer(c.job, None, err)
+                    if id(c) not in failed:
+                        failed.add(id(c))
+                        self._chunked.remove(c)
+                        self._answer(c.job, None, err)
                     continue
-                c.results.append(res)
-                if not c.chunks:
-                    self._chunked.remove(c)
-                    try:
-                        self._answer(c.job, c.job.finish_sample(_merge_results(c.results)), None)
-                    except Exception as e:  # noqa: BLE001
-                        self._answer(c.job, None, (f"internal error while sampling: {type(e).__name__}: {e}", "server"))
+                if spec.row_offset == 0 and spec.prefix is None:
+                    c.head = res
+                for k, seq in enumerate(res.sequences):
+                    if seq[2] == "preempted":
+                        c.chunks.insert(0, self._resume(c.job.sample_spec, spec.row_offset + k, seq, res.resume.get(k)))
+                    else:
+                        c.slots[spec.row_offset + k] = seq
+            for c in cs:
+                if id(c) in failed or c.chunks:
+                    continue
+                self._chunked.remove(c)
+                try:
+                    merged = dataclasses.replace(c.head, sequences=c.slots, resume={})
+                    self._answer(c.job, c.job.finish_sample(merged), None)
+                except Exception as e:  # noqa: BLE001
+                    self._answer(c.job, None, (f"internal error while sampling: {type(e).__name__}: {e}", "server"))
+
+    def _take(self, c: _Chunked) -> list[Any]:
+        """This round's specs of ``c``: its next chunk, or as many resumed rows as one chunk holds."""
+        per = max(1, self.sample_round_tokens // c.job.sample_spec.max_tokens)
+        out = [c.chunks.pop(0)]
+        rows = out[0].num_samples
+        while c.chunks and out[0].prefix is not None and c.chunks[0].prefix is not None and rows < per:
+            out.append(c.chunks.pop(0))
+            rows += 1
+        return out
 
     def _sample_batch(self, key: tuple[str, str | None], specs: list[Any], owners: list, finish: bool = True):
         """``runtime.sample`` for ``specs``; (owner, result, error) per spec, the result already
@@ -283,11 +313,24 @@ class Engine:
             first = start == 0
             out.append(dataclasses.replace(spec, num_samples=min(per, spec.num_samples - start), row_offset=start,
                                            prompt_logprobs=spec.prompt_logprobs and first,
-                                           topk_prompt_logprobs=spec.topk_prompt_logprobs if first else 0))
+                                           topk_prompt_logprobs=spec.topk_prompt_logprobs if first else 0,
+                                           should_yield=self._yield_check()))
         return out
 
+    def _resume(self, spec: Any, row: int, seq: tuple, gen: Any) -> Any:
+        """A preempted row of ``spec`` as a spec of its own: the prompt plus the row's tokens."""
+        tokens, lps, _ = seq
+        return dataclasses.replace(spec, prompt=list(spec.prompt) + list(tokens), num_samples=1, row_offset=row,
+                                   prefix=(list(tokens), list(lps)), resume_gen=gen, prompt_logprobs=False,
+                                   topk_prompt_logprobs=0, prompt_logprobs_last_n=None, should_yield=self._yield_check())
 
-def _merge_results(parts: list[Any]) -> Any:
-    """One SampleResult from the results of a request's chunks (in order)."""
-    head = parts[0]
-    return dataclasses.replace(head, sequences=[s for p in parts for s in p.sequences])
+    def _yield_check(self):
+        """``should_yield`` for chunks: a small request is waiting (local sampler only; the static
+        engine batches continuously instead)."""
+        if not isinstance(self.runtime, Runtime) or self.runtime.static is not None:
+            return None
+
+        def small_waiting() -> bool:
+            with self._cv:
+                return any(not self._is_large(j.sample_spec) for j in self._samples)
+        return small_waiting

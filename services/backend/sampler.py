@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -36,6 +37,11 @@ class SampleSpec:
     topk_prompt_logprobs: int = 0
     prompt_logprobs_last_n: int | None = None
     row_offset: int = 0        # a chunk of a larger request: its first row's index there (seeds)
+    # Resuming a preempted row (num_samples 1): the tokens/logprobs it has (already at the end of
+    # ``prompt``) and its seeded stream. ``should_yield()``: stop decoding early when it says so.
+    prefix: tuple[list[int], list[float]] | None = None
+    resume_gen: Any = field(default=None, compare=False, repr=False)
+    should_yield: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -44,6 +50,10 @@ class SampleResult:
     prompt_logprobs: np.ndarray | None = None            # [len(prompt)], NaN where unscored
     topk_prompt: tuple[np.ndarray, np.ndarray] | None = None  # ([P, k] ids, [P, k] logprobs)
     cache_hit_tokens: int = 0
+    resume: dict[int, Any] = field(default_factory=dict)  # preempted sequence index -> its seeded stream
+
+
+MIN_STEPS_BEFORE_YIELD = 16   # a yielding wave still makes this much progress
 
 
 @dataclass
@@ -58,20 +68,32 @@ class _Row:
 def generate(module, tokenizer, specs: list[SampleSpec], device: torch.device, max_rows: int = 256) -> list[SampleResult]:
     results = [SampleResult(sequences=[]) for _ in specs]
     # Split into waves of at most max_rows sampled sequences (bounded memory).
-    wave: list[int] = []
+    # A wave that yielded (``should_yield``) leaves the later waves' rows preempted, unstarted.
+    waves: list[list[int]] = [[]]
     rows = 0
     for i, s in enumerate(specs):
-        if wave and rows + s.num_samples > max_rows:
-            _generate_wave(module, tokenizer, specs, wave, results, device)
-            wave, rows = [], 0
-        wave.append(i)
+        if waves[-1] and rows + s.num_samples > max_rows:
+            waves.append([])
+            rows = 0
+        waves[-1].append(i)
         rows += s.num_samples
-    if wave:
-        _generate_wave(module, tokenizer, specs, wave, results, device)
+    yielded = False
+    for wave in waves:
+        if yielded:
+            for i in wave:
+                s = specs[i]
+                tokens, lps = s.prefix or ([], [])
+                for k in range(s.num_samples):
+                    results[i].sequences.append((list(tokens), list(lps), "preempted"))
+                    results[i].resume[k] = s.resume_gen
+        elif wave:
+            yielded = _generate_wave(module, tokenizer, specs, wave, results, device)
     return results
 
 
-def _generate_wave(module, tokenizer, specs, idxs, results, device) -> None:
+def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
+    """Decode one wave; True if it stopped early because a spec's ``should_yield()`` said so
+    (its unfinished rows are then returned as "preempted", with their streams in ``resume``)."""
     # ---- prefill: one row per distinct prompt
     uniq: dict[tuple[int, ...], int] = {}
     for i in idxs:
@@ -142,15 +164,19 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> None:
         s = specs[i]
         for k in range(s.num_samples):
             gen = None if s.seed is None else random.Random((int(s.seed) * 1_000_003 + s.row_offset + k) % (2**63))
-            rows.append(_Row(i, gen))
+            if s.prefix is not None:
+                gen = s.resume_gen
+            rows.append(_Row(i, gen, list(s.prefix[0]) if s.prefix else [], list(s.prefix[1]) if s.prefix else []))
             src.append(uniq[tuple(s.prompt)])
     src_t = torch.tensor(src, device=device)
     cache.reorder_cache(src_t) if hasattr(cache, "reorder_cache") else None
     mask = mask.index_select(0, src_t)
     next_pos = pos[:, -1].index_select(0, src_t) + 1
     cur_logits = last.index_select(0, src_t)
-    max_new = max(specs[i].max_tokens for i in idxs)
+    max_new = max(specs[i].max_tokens - len(specs[i].prefix[0] if specs[i].prefix else ()) for i in idxs)
     active = list(range(len(rows)))  # indices into rows, aligned with batch rows
+    should_yield = next((specs[i].should_yield for i in idxs if specs[i].should_yield is not None), None)
+    yielded = False
 
     temps = torch.tensor([specs[r.spec_idx].temperature for r in rows], dtype=torch.float32)
     topks = torch.tensor([specs[r.spec_idx].top_k for r in rows], dtype=torch.long)
@@ -176,6 +202,9 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> None:
                 keep.append(b)
         if not keep:
             break
+        if should_yield is not None and step + 1 >= MIN_STEPS_BEFORE_YIELD and should_yield():
+            yielded = True
+            break
         new_tokens = toks
         if len(keep) < len(active):
             kt = torch.tensor(keep, device=device)
@@ -193,7 +222,13 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> None:
         next_pos = next_pos + 1
 
     for j, row in enumerate(rows):
-        results[row.spec_idx].sequences.append((row.tokens, row.logprobs, row.done or "length"))
+        res = results[row.spec_idx]
+        if row.done is None and yielded:
+            res.resume[len(res.sequences)] = row.gen
+            res.sequences.append((row.tokens, row.logprobs, "preempted"))
+        else:
+            res.sequences.append((row.tokens, row.logprobs, row.done or "length"))
+    return yielded
 
 
 def _pick(logits: torch.Tensor, temps, topks, topps, gens) -> tuple[torch.Tensor, torch.Tensor]:
