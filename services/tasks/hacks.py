@@ -58,7 +58,6 @@ class FileChange:
     old_path: str | None = None
     status: str = "modify"         # add | modify | delete
     mode: str | None = None        # new mode when given (120000 = symlink)
-    binary: bool = False
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
 
@@ -78,7 +77,7 @@ def _strip(p: str) -> str | None:
 
 
 def parse_patch(text: str) -> list[FileChange]:
-    """The files a git or plain unified diff changes (binary patches and modes included)."""
+    """The files a git or plain unified diff changes, with their modes and added/removed lines."""
     out: list[FileChange] = []
     cur: FileChange | None = None
     in_hunk = False
@@ -115,8 +114,6 @@ def parse_patch(text: str) -> list[FileChange]:
             cur.mode = line.split()[-1]
         elif line.startswith(("rename to ", "copy to ")):
             cur.path = _unquote(line.split(" ", 2)[2])
-        elif line.startswith(("GIT binary patch", "Binary files ")):
-            cur.binary = True
         elif line.startswith("@@"):
             in_hunk = True
         elif in_hunk and line.startswith("+"):

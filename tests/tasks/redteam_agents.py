@@ -10,7 +10,6 @@ function name.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 FORCE_PASS_HOOK = '''import pytest
 
@@ -107,10 +106,3 @@ async def act(sb, values: dict[str, str], actions) -> None:
         if kind == "prepend":
             text = text + await sb.read_file(path)
         await sb.write_file(path, text)
-
-
-def gold_patch(task) -> bytes:
-    return (task.solution_dir / "patch.diff").read_bytes()
-
-
-del Path

@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 
