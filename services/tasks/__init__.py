@@ -3,7 +3,9 @@
 task.py        load_task / load_dataset, TaskError (file + field)
 config.py      task.toml schema (Harbor TaskConfig 1.4)
 verifier.py    verify(sandbox, task) -> VerifyResult (reward files, timeouts, report.json)
-grading.py     SWE-bench-style FAIL_TO_PASS / PASS_TO_PASS grader (copied into tasks as tests/grade.py)
+grading.py     SWE-bench-style FAIL_TO_PASS / PASS_TO_PASS grader from JUnit XML (copied into tasks as tests/grade.py)
+cleangrade.py  the agent's patch out of its sandbox, graded in a fresh sandbox from the task's base
+hacks.py       hack:<kind> flags of a patch, per-task grading policy (reward range, flag policies)
 workspace.py   scrubbed single-commit workspace bases, history leak checks
 prepare.py     validate_task (gold = 1, empty = 0, no leak), prepare_tasks + manifest
 swe.py         writer of SWE-style task dirs
