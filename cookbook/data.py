@@ -37,13 +37,15 @@ def sft_datums(trajs: list[Trajectory]) -> list[types.Datum]:
     return [sft_datum(s) for t in trajs for s in t.segments if s.n_sampled]
 
 
+def rl_segments(trajs: list[Trajectory], advantages: list[float], keep_zero: bool = False) -> list[tuple[Segment, float]]:
+    """The trained (segment, advantage) pairs: every sampled segment of every unmasked trajectory
+    (with ``keep_zero`` those of zero advantage too: a KL penalty still trains them)."""
+    return [(s, a) for t, a in zip(trajs, advantages) if not t.masked and (keep_zero or a != 0.0)
+            for s in t.segments if s.n_sampled]
+
+
 def rl_datums(trajs: list[Trajectory], advantages: list[float]) -> list[types.Datum]:
-    out = []
-    for t, a in zip(trajs, advantages):
-        if t.masked or a == 0.0:
-            continue
-        out += [rl_datum(s, a) for s in t.segments if s.n_sampled]
-    return out
+    return [rl_datum(s, a) for s, a in rl_segments(trajs, advantages)]
 
 
 def group_advantages(rewards: list[float], normalize_std: bool = False, leave_one_out: bool = False,

@@ -22,7 +22,7 @@ import numpy as np
 
 from services.common.paths import RUNS_DIR
 
-from .data import group_advantages, rl_datums, sft_datums
+from .data import group_advantages, rl_datum, rl_segments, sft_datums
 from .report import write_reports
 from .runs import endpoints
 
@@ -51,6 +51,9 @@ def add_arguments(sub, common) -> None:
         p.add_argument("--ppo-epochs", type=int, default=2, help="ppo: epochs over each batch")
         p.add_argument("--minibatches", type=int, default=2, help="ppo: minibatches per epoch")
         p.add_argument("--kl-beta", type=float, default=None, help="ppo-kl: KL penalty coefficient (default 0.05)")
+        p.add_argument("--kl-reference", default="init", metavar="init|base|tinker://...",
+                       help="ppo-kl: the frozen policy the KL penalty pulls towards: init = the run's starting policy "
+                            "(its warm start; default), base = the untrained base model, or a tinker:// checkpoint")
         p.add_argument("--gate", type=float, default=0.3, help="sft: stop once the sampled pass rate reaches this")
         p.add_argument("--gate-coverage", type=float, default=0.0,
                        help="sft: and once this fraction of the evaluated tasks was solved at least once (RL gets no "
@@ -65,7 +68,8 @@ def add_arguments(sub, common) -> None:
         p.add_argument("--eval-from", type=int, default=None, help="sft: first step to check the pass rate at (default 10; 40 with --preset quickstart)")
         p.add_argument("--eval-n", type=int, default=None, help="sft: rollouts per pass-rate check (default 16; 32 with --preset quickstart)")
         p.add_argument("--save-state", default=None, help="save the final training state under this name (checkpoint.json)")
-        p.add_argument("--save-every", type=int, default=5, help="save a resumable checkpoint every N steps")
+        p.add_argument("--save-every", type=int, default=5,
+                       help="save a resumable checkpoint every N steps (--resume continues from the last one)")
         p.add_argument("--init-from", default=None, help="tinker:// checkpoint to start from, 'none', or default: the latest sft of this config")
         p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a killed run from its last checkpoint")
         p.add_argument("--reward-cache", default=None, action=argparse.BooleanOptionalAction,
@@ -134,7 +138,10 @@ def _adam(lr: float):
 
 
 class RunState:
-    """state.json: what --resume needs (step, last checkpoint, rng state, steps so far)."""
+    """state.json: what --resume needs, written only together with a checkpoint, so that everything in it
+    describes that checkpoint: its step, the run's rng and order/baseline/nll state after that step, the
+    run's initial weights (a run killed before its first checkpoint starts over from them) and the
+    ppo-kl reference."""
 
     def __init__(self, run_dir: Path):
         self.path = run_dir / "state.json"
@@ -167,14 +174,15 @@ async def _run(args, run_dir: Path) -> int:
     ctx = await make_context(ep, tasks, args.sandbox, args.preset, args.rollout_concurrency, args.seed, reward_cache)
     sc = tinker.ServiceClient(base_url=ep.backend_url, api_key=ep.api_key)
     state = RunState(run_dir)
+    resuming = bool(state.data)
     name = args.name or args.mode
     res_dir = run_dir / "results" / name
     res_dir.mkdir(parents=True, exist_ok=True)
-    result = json.loads((res_dir / "result.json").read_text()) if (res_dir / "result.json").exists() and state.data else {
+    result = json.loads((res_dir / "result.json").read_text()) if (res_dir / "result.json").exists() and resuming else {
         "mode": args.mode, "model": ep.model, "config": {k: v for k, v in vars(args).items() if k != "func"},
         "steps": [], "checkpoints": []}
 
-    if state.data.get("step"):  # resuming: forget what was logged after the last saved state
+    if resuming:  # forget what was logged after the last checkpoint: those steps run again
         done = state.data["step"]
         result["steps"] = [x for x in result["steps"] if x["step"] < done]
         result["checkpoints"] = [c for c in result["checkpoints"] if c["step"] <= done]
@@ -186,17 +194,21 @@ async def _run(args, run_dir: Path) -> int:
     if state.data.get("checkpoint"):
         log.info("resuming from %s (step %d)", state.data["checkpoint"], state.data["step"])
         tc = await sc.create_training_client_from_state_with_optimizer(state.data["checkpoint"])
-    else:
-        init = args.init_from
+        init = state.data.get("init", "none")
+    else:  # a fresh run, or one killed before its first checkpoint: (again) from the same initial weights
+        init = state.data.get("init") if resuming else args.init_from
         if init is None and args.mode != "sft" and latest_sft_path(key).exists():
             init = json.loads(latest_sft_path(key).read_text())["path"]
             log.info("warm start from the latest sft checkpoint of this configuration: %s", init)
         if init and init != "none":
             tc = await sc.create_training_client_from_state_with_optimizer(init)
-            result["init_from"] = init
         else:
+            init = "none"
             tc = await sc.create_lora_training_client(base_model=ep.model, rank=args.lora_rank, seed=args.seed)
-        state.data = {"step": 0, "rng": None, "checkpoint": None}
+        state.data = {"step": 0, "rng": None, "checkpoint": None, "init": init,
+                      **{k: state.data[k] for k in ("kl_reference",) if k in state.data}}
+    if init != "none":
+        result["init_from"] = init
     if state.data.get("rng") is not None:
         ctx.rng.setstate(_rng_from_json(state.data["rng"]))
     eos = ctx.tokenizer.convert_tokens_to_ids("<|im_end|>")
@@ -205,7 +217,13 @@ async def _run(args, run_dir: Path) -> int:
     if args.mode == "sft":
         shared["gold"], shared["gold_tasks"] = await gold_datums(ctx)
     if args.mode == "ppo-kl":
-        shared["reference"] = await sc.create_sampling_client(base_model=ep.model)
+        if "kl_reference" not in state.data:
+            state.data["kl_reference"] = await kl_reference(args, sc, tc, ep.model, init, run_dir)
+        result["kl_reference"] = state.data["kl_reference"]
+        log.info("ppo-kl: KL penalty against %s", state.data["kl_reference"])
+        shared["reference"] = await sc.create_sampling_client(**state.data["kl_reference"])
+    if not resuming:
+        state.save()  # the initial weights and the reference, for a run killed before its first checkpoint
     from tqdm import tqdm
 
     from .metric_loggers import MetricLoggers
@@ -225,16 +243,16 @@ async def _run(args, run_dir: Path) -> int:
             log.info("step %d: %s", step, json.dumps({k: v for k, v in rec.items() if isinstance(v, (int, float))}))
             bar.update(1)
             bar.set_postfix_str(", ".join(f"{k}={rec[k]:.3f}" for k in ("mean_reward", "loss_per_token", "pass_rate") if isinstance(rec.get(k), float)))
-            state.data["step"] = step + 1
-            state.data["rng"] = _rng_to_json(ctx.rng.getstate())
-            state.data["shared"] = {k: shared[k] for k in ("order", "baseline", "nll") if k in shared}
             stop = rec.get("gate_reached", False)
-            if (step + 1) % args.save_every == 0 or step + 1 == args.num_steps or stop:
+            saved = (step + 1) % args.save_every == 0 or step + 1 == args.num_steps or stop
+            if saved:
                 path = (await tc.save_state(f"{args.mode}-{run_dir.name}-step{step + 1:04d}")).path
-                state.data["checkpoint"] = path
                 result["checkpoints"].append({"step": step + 1, "path": path})
+                state.data.update(step=step + 1, checkpoint=path, rng=_rng_to_json(ctx.rng.getstate()),
+                                  shared={k: shared[k] for k in ("order", "baseline", "nll") if k in shared})
             (res_dir / "result.json").write_text(json.dumps(result, indent=1))  # before state: see resume above
-            state.save()
+            if saved:
+                state.save()
             write_reports(run_dir, result, name)
             if stop:
                 log.info("sft gate reached (pass rate %.2f >= %.2f, tasks solved %.2f >= %.2f, lowest gold chance %.2f >= %.2f) "
@@ -269,6 +287,20 @@ def _rng_to_json(st):
 
 def _rng_from_json(j):
     return (j[0], tuple(j[1]), j[2])
+
+
+async def kl_reference(args, sc, tc, base_model: str, init: str, run_dir: Path) -> dict[str, str]:
+    """create_sampling_client arguments for --kl-reference: init = the run's starting policy (the warm
+    start's checkpoint, or the fresh adapter saved before the first update), base, or a tinker:// path."""
+    if args.kl_reference == "base":
+        return {"base_model": base_model}
+    if args.kl_reference.startswith("tinker://"):
+        return {"model_path": args.kl_reference}
+    if args.kl_reference != "init":
+        raise SystemExit(f"--kl-reference must be init, base or a tinker:// path, not {args.kl_reference!r}")
+    if init != "none":
+        return {"model_path": init}
+    return {"model_path": (await tc.save_weights_for_sampler(f"{args.mode}-{run_dir.name}-start")).path}
 
 
 # ------------------------------------------------------------------------------ sft
@@ -437,9 +469,11 @@ async def rl_step(args, ctx, tc, step, run_dir, shared) -> dict:
             if tr is not None:
                 save_rollout(tr, sd, f"rollout_{k:02d}", {"rollout_idx": k, "return": tr.reward, "advantage": adv})
             k += 1
-    datums = rl_datums(trajs, advs)
-    if args.max_train_transitions and len(datums) > args.max_train_transitions:
-        datums = ctx.rng.sample(datums, args.max_train_transitions)
+    # ppo-kl trains every trajectory (zero advantage too): its KL penalty covers every sampled token
+    segs = rl_segments(trajs, advs, keep_zero=args.mode == "ppo-kl")
+    if args.max_train_transitions and len(segs) > args.max_train_transitions:
+        segs = ctx.rng.sample(segs, args.max_train_transitions)
+    datums = [rl_datum(s, a) for s, a in segs]
     rec["verifier_cache_hits"] = ctx.rollouts.cache_hits
     rec["train_transitions"] = len(datums)
     rec["train_tokens"] = int(sum(d.model_input.length for d in datums))
@@ -454,7 +488,8 @@ async def rl_step(args, ctx, tc, step, run_dir, shared) -> dict:
             rec["fwdbwd_metrics"] = fb.metrics
             rec["optim_metrics"] = opt.metrics or {}
         else:
-            rec.update(await _ppo_update(args, tc, datums, shared, ctx.rng, lr))
+            masks = [np.asarray(s.sampled[1:], dtype=np.float32) for s, _ in segs]
+            rec.update(await _ppo_update(args, tc, datums, masks, shared, ctx.rng, lr))
     timings["train_s"] = time.time() - t2
     timings["sandbox_s"] = sum(t.timings.get("sandbox_s", 0) for t in trajs)
     timings["sampling_s"] = sum(t.timings.get("sample_s", 0) for t in trajs)
@@ -467,14 +502,15 @@ async def rl_step(args, ctx, tc, step, run_dir, shared) -> dict:
     return rec
 
 
-async def _ppo_update(args, tc, datums, shared, rng: random.Random, lr: float) -> dict:
-    """Clipped PPO over several minibatch epochs; with --kl-beta > 0 a k3 KL penalty against the
-    frozen reference (the base model's logprobs from compute_logprobs), via forward_backward_custom."""
+async def _ppo_update(args, tc, datums, masks, shared, rng: random.Random, lr: float) -> dict:
+    """Clipped PPO over several minibatch epochs, via forward_backward_custom; ppo-kl adds --kl-beta times
+    a k3 KL estimate against the frozen reference (--kl-reference; its logprobs from compute_logprobs)
+    on every sampled token (``masks``), and reports that KL (per token, also at beta 0)."""
     import torch
 
     beta = args.kl_beta
     ref_lps: list[torch.Tensor | None] = [None] * len(datums)
-    if beta > 0:
+    if "reference" in shared:
         ref = shared["reference"]
         from tinker import types
 
@@ -493,23 +529,23 @@ async def _ppo_update(args, tc, datums, shared, rng: random.Random, lr: float) -
         for mb in np.array_split(np.array(idx), max(1, min(args.minibatches, len(idx)))):
             batch = [datums[i] for i in mb]
             refs = [ref_lps[i] for i in mb]
+            mb_masks = [torch.tensor(masks[i]) for i in mb]
 
             def loss_fn(data, logprobs_list):
                 total = torch.zeros(())
                 ntok = 0
                 kl_sum = 0.0
                 clip_n = 0.0
-                for d, lp, rl in zip(data, logprobs_list, refs):
+                for d, lp, rl, mask in zip(data, logprobs_list, refs, mb_masks):
                     q = torch.tensor(d.loss_fn_inputs["logprobs"].to_numpy())
                     a = torch.tensor(d.loss_fn_inputs["advantages"].to_numpy())
-                    mask = (a != 0).float()
                     r = torch.exp(lp - q)
                     obj = torch.minimum(r * a, torch.clamp(r, 0.8, 1.2) * a)
                     el = -obj
                     if rl is not None:
                         diff = rl - lp
                         k3 = torch.exp(diff) - 1 - diff
-                        el = el + beta * k3 * mask
+                        el = el + beta * k3
                         kl_sum += float((k3 * mask).sum())
                     clip_n += float((((r < 0.8) | (r > 1.2)).float() * mask).sum())
                     total = total + (el * mask).sum()

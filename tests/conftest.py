@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -54,6 +55,12 @@ def sandbox_admin(tmp_path_factory):
 @pytest.fixture()
 def isolated_config(tiny_model):
     """A private config/ (free ports, state under a temp dir) for run.sh tests."""
+    with _isolated_config() as tc:
+        yield tc
+
+
+@contextlib.contextmanager
+def _isolated_config():
     import shutil
     import subprocess
     import tempfile
@@ -83,13 +90,25 @@ def isolated_config(tiny_model):
 @pytest.fixture()
 def running(isolated_config):
     """run.sh tests: backend + sandbox manager already running (run.sh must then leave them running)."""
+    with _running(*isolated_config) as te:
+        yield te
+
+
+@pytest.fixture(scope="module")
+def running_module(tiny_model):
+    """``running``, shared by the tests of one module (e.g. one warm start reused by several runs)."""
+    with _isolated_config() as tc, _running(*tc) as te:
+        yield te
+
+
+@contextlib.contextmanager
+def _running(tmp, cfg):
     import subprocess
 
     import yaml
 
     from services.common.procs import stop, wait_healthy
 
-    tmp, cfg = isolated_config
     env = dict(os.environ, LTS_CONFIG_DIR=str(cfg), LTS_RUNS_DIR=str(tmp / "runs"))
     env.pop("TINKER_API_KEY", None)
     rt = yaml.safe_load((cfg / "runtime.yaml").read_text())

@@ -1,5 +1,7 @@
-"""Issue 6 machinery, end to end on the embedded default with tiny budgets: sft -> grpo (warm
-started from the sft checkpoint), ppo and ppo-kl, with every documented result file."""
+"""The recipes end to end on the embedded default with tiny budgets: sft -> grpo (warm started from
+the sft checkpoint) and ppo with every documented result file; then, from one short SFT warm start
+whose rewards are nonzero, kill -9 + --resume equals the uninterrupted run, and ppo-kl's penalty
+holds the policy nearer its starting point."""
 
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewra
 TASKS = ["--task-id", "absolute", "--task-id", "clamp"]
 
 
-def test_sft_then_grpo_ppo_ppokl_write_documented_results(running):
-    tmp, env = running
+def test_sft_then_grpo_ppo_write_documented_results(running_module):
+    tmp, env = running_module
     sft = _run(env, "sft", "--preset", "quickstart", *TASKS, "--num-steps", "2", "--batch-size", "2", "--eval-every", "2",
                "--eval-n", "2", "--eval-from", "1", "--save-every", "1",
                "--gate-min-gold-p", "0")  # the preset's 0.15 would skip the sampled check this early
@@ -65,22 +67,13 @@ def test_sft_then_grpo_ppo_ppokl_write_documented_results(running):
     html = (grpo / "viewer.html").read_text()
     assert "<details>" in html and "reward_curve.png" in html
 
-    kls = {}
-    for beta in ("0", "0.5"):
-        d = _run(env, "ppo-kl", "--preset", "quickstart", *TASKS, "--num-steps", "2", "--group-size", "2",
-                 "--groups-per-step", "2", "--kl-beta", beta, "--init-from", "none", "--learning-rate", "3e-3")
-        steps = _json(d / "results" / "ppo-kl" / "result.json")["steps"]
-        assert all("kl_per_token" in s and s["kl_beta"] == float(beta) for s in steps if s["train_transitions"])
-        kls[beta] = [s.get("kl_per_token", 0.0) for s in steps]
-    assert all(k >= 0 and k < 10 for v in kls.values() for k in v), kls
-    # same seeds, same first rollouts: the penalty can only pull the policy towards the reference
-    assert sum(kls["0.5"]) <= sum(kls["0"]) + 1e-6, kls
     ppo = _run(env, "ppo", "--preset", "quickstart", *TASKS, "--num-steps", "1", "--group-size", "2", "--groups-per-step", "2",
                "--init-from", "none")
     assert _json(ppo / "results" / "ppo" / "result.json")["steps"][0]["n_rollouts"] == 4
 
 
-def _final_logprobs(env, path: str) -> list[float]:
+def _final_logprobs(env, path: str, ids: list[int] | None = None) -> list[float]:
+    """The logprob of each next token of ``ids`` (default: a fixed 40-token sequence) under checkpoint ``path``."""
     import numpy as np
     import tinker
     from tinker import types
@@ -88,36 +81,111 @@ def _final_logprobs(env, path: str) -> list[float]:
     rt = yaml.safe_load((Path(env["LTS_CONFIG_DIR"]) / "runtime.yaml").read_text())
     sc = tinker.ServiceClient(base_url=f"http://127.0.0.1:{rt['backend']['port']}", api_key=rt["backend"]["api_keys"][0])
     tc = sc.create_training_client_from_state(path).result(timeout=120)
-    ids = list(range(100, 140))
+    ids = ids or list(range(100, 140))
     d = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
                     loss_fn_inputs={"target_tokens": types.TensorData.from_numpy(np.array(ids[1:], dtype=np.int64))})
     return tc.forward([d], "cross_entropy").result(timeout=120).loss_fn_outputs[0]["logprobs"].to_numpy().tolist()
 
 
-def test_kill9_client_then_resume_matches_uninterrupted_run(running):
+def _adapter(env, path: str) -> dict:
+    """The LoRA weights of checkpoint ``path``, read from the backend's state directory."""
+    from safetensors.numpy import load_file
+
+    rt = yaml.safe_load((Path(env["LTS_CONFIG_DIR"]) / "runtime.yaml").read_text())
+    model_id, kind, name = path.removeprefix("tinker://").split("/")
+    return load_file(str(Path(rt["backend"]["state_dir"]) / "checkpoints" / model_id / kind / name / "adapter_model.safetensors"))
+
+
+def _kl_from_start(env, start: str, final: str, rollouts: list[Path]) -> float:
+    """KL(start || final) estimated on trajectories sampled from the start policy: the mean over their
+    sampled tokens of log p_start - log p_final (one forward pass per trajectory and checkpoint)."""
     import numpy as np
 
-    tmp, env = running
-    args = ["grpo", "--preset", "quickstart", *TASKS, "--num-steps", "3", "--group-size", "2", "--groups-per-step", "2",
-            "--init-from", "none", "--save-every", "1", "--seed", "3", "--learning-rate", "3e-3"]
+    diffs = []
+    for r in rollouts:
+        seg = _json(r)["trajectory"]["segments"][0]
+        mask = np.array(seg["sampled"][1:], dtype=bool)
+        a, b = (np.array(_final_logprobs(env, p, seg["tokens"])) for p in (start, final))
+        diffs += list((a - b)[mask])
+    return float(np.mean(diffs))
+
+
+@pytest.fixture(scope="module")
+def warm(running_module):
+    """A short SFT on the two tasks (about 20 s): after it the sampled policy solves them about half the
+    time, so GRPO/PPO groups have nonzero rewards and variance: training really happens."""
+    tmp, env = running_module
+    sft = _run(env, "sft", "--preset", "quickstart", *TASKS, "--num-steps", "50", "--batch-size", "8", "--eval-every", "0",
+               "--seed", "0")
+    res = _json(sft / "results" / "sft" / "result.json")
+    assert min(res["gold_p_final"].values()) > 0.02, res["gold_p_final"]
+    return tmp, env, res["final_checkpoint"]
+
+
+def test_kill9_client_then_resume_matches_uninterrupted_run(warm):
+    """Default --save-every (5), 8 steps: killed after step 5 is logged (the last checkpoint is after step 4),
+    --resume reruns steps 5.. from that checkpoint with its rng/order state; nothing lost, nothing doubled."""
+    import numpy as np
+
+    tmp, env, ck = warm
+    args = ["grpo", "--preset", "quickstart", *TASKS, "--num-steps", "8", "--group-size", "4", "--groups-per-step", "2",
+            "--init-from", ck, "--seed", "3", "--learning-rate", "3e-3"]
     full = _run(env, *args)
-    full_ck = _json(full / "results" / "grpo" / "result.json")["final_checkpoint"]
+    fres = _json(full / "results" / "grpo" / "result.json")
+    assert sum(s["train_transitions"] for s in fres["steps"]) > 0 and any(s["mean_reward"] > 0 for s in fres["steps"])
 
     run_dir = tmp / "runs" / "killed"
     p = subprocess.Popen([str(REPO / ".venv-control/bin/python"), "-m", "cookbook.cli", *args, "--run-dir", str(run_dir)],
                          cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    res_path = run_dir / "results" / "grpo" / "result.json"
     deadline = time.time() + 300
     while time.time() < deadline:
-        st = run_dir / "state.json"
-        if st.exists() and json.loads(st.read_text()).get("step", 0) >= 2:
-            break
+        try:
+            if len(_json(res_path)["steps"]) >= 6:
+                break
+        except (FileNotFoundError, json.JSONDecodeError):
+            pass
         assert p.poll() is None, "the run ended before it could be killed"
-        time.sleep(0.2)
-    p.kill()  # kill -9, mid-run (step 3 is under way or about to start)
+        time.sleep(0.02)
+    p.kill()  # kill -9 between the checkpoints after steps 4 and 7
     p.wait()
+    killed = _json(res_path)
+    assert 6 <= len(killed["steps"]) < 8 and [c["step"] for c in killed["checkpoints"]] == [5], killed["checkpoints"]
     resumed = _run(env, *args, "--resume", str(run_dir))
     assert resumed == run_dir
-    res = _json(run_dir / "results" / "grpo" / "result.json")
-    assert [s["step"] for s in res["steps"]] == [0, 1, 2], [s["step"] for s in res["steps"]]
-    a, b = np.array(_final_logprobs(env, full_ck)), np.array(_final_logprobs(env, res["final_checkpoint"]))
-    assert np.abs(a - b).max() < 1e-3, f"resumed run differs from the uninterrupted one by {np.abs(a - b).max()}"
+    res = _json(res_path)
+    assert [s["step"] for s in res["steps"]] == list(range(8)), [s["step"] for s in res["steps"]]
+    assert [json.loads(l)["step"] for l in (run_dir / "metrics.jsonl").read_text().splitlines()] == list(range(8))
+    assert [c["step"] for c in res["checkpoints"]] == [5, 8]
+    for a, b in zip(fres["steps"], res["steps"]):  # the same data, lr schedule and rewards, step by step
+        assert (a["learning_rate"], a["group_returns"], a["tasks"]) == (b["learning_rate"], b["group_returns"], b["tasks"])
+    start, a, b = (_adapter(env, p) for p in (ck, fres["final_checkpoint"], res["final_checkpoint"]))
+    moved = max(float(np.abs(a[k] - start[k]).max()) for k in a)
+    diff = max(float(np.abs(a[k] - b[k]).max()) for k in a)
+    print(f"resume: weights moved {moved:.4g} from the warm start; resumed - uninterrupted {diff:.3g}")
+    assert moved > 1e-3, "training did not move the weights"
+    assert sorted(a) == sorted(b) and diff < 1e-5, f"resumed run differs from the uninterrupted one by {diff}"
+
+
+def test_ppo_kl_penalty_holds_the_policy_near_its_warm_start(warm):
+    """The KL reference is the run's starting policy (the SFT warm start); every trajectory trains. Over
+    the same seeds, beta 0.5 ends nearer the warm start than beta 0: in the KL the runs report, and in
+    KL(start || final) measured afresh on the first step's rollouts (sampled from the start policy)."""
+    tmp, env, ck = warm
+    kls, measured, refs = {}, {}, {}
+    for beta in ("0", "0.5"):
+        d = _run(env, "ppo-kl", "--preset", "quickstart", *TASKS, "--num-steps", "3", "--group-size", "4",
+                 "--groups-per-step", "2", "--kl-beta", beta, "--init-from", ck, "--seed", "3", "--learning-rate", "3e-3")
+        res = _json(d / "results" / "ppo-kl" / "result.json")
+        refs[beta] = res.get("kl_reference")
+        steps = res["steps"]
+        assert all(s["train_transitions"] == s["n_rollouts"] > 0 for s in steps), [(s["train_transitions"], s["n_rollouts"]) for s in steps]
+        assert any(s["mean_reward"] > 0 for s in steps)
+        assert all(s["kl_beta"] == float(beta) and 0 <= s["kl_per_token"] < 10 for s in steps)
+        kls[beta] = sum(s["kl_per_token"] for s in steps)
+        measured[beta] = _kl_from_start(env, ck, res["final_checkpoint"], sorted((d / "step_000").glob("rollout_0[0-3].json")))
+    print(f"ppo-kl: sum of the per-step KL the runs report {kls}; KL(start || final) measured {measured}")
+    assert kls["0"] > 0 and measured["0"] > 0, (kls, measured)  # unpenalised, the policy moves away from its start
+    assert kls["0.5"] < kls["0"], kls
+    assert measured["0.5"] < measured["0"], measured
+    assert refs == {"0": {"model_path": ck}, "0.5": {"model_path": ck}}, refs
