@@ -99,6 +99,9 @@ class TrainerRank:
     def unload_model(self, model_id: str) -> None:
         self.rt.unload_model(model_id)
 
+    def has_model(self, model_id: str) -> bool:
+        return model_id in self.rt.trainables
+
     def forward_backward(self, req: FwdBwdRequest):
         return self.rt.forward_backward(req)
 
@@ -147,10 +150,14 @@ class TrainerRank:
 
 
 class SamplerReplica:
-    """One sampling replica: an ordinary Runtime without training models."""
+    """One sampling replica: an ordinary Runtime without training models. ``spill_dir`` is its own
+    (its runtime spills evicted snapshots there); checkpoints are read by absolute path."""
 
-    def __init__(self, models: list[dict[str, Any]], checkpoint_dir: str, rt_kwargs: dict):
-        self.rt = Runtime(models, Path(checkpoint_dir), **rt_kwargs)
+    def __init__(self, models: list[dict[str, Any]], spill_dir: str, rt_kwargs: dict):
+        self.rt = Runtime(models, Path(spill_dir), **rt_kwargs)
+
+    def release(self, keys: list[str]) -> None:
+        self.rt.release([], keys)
 
     def pid(self) -> int:
         return os.getpid()
@@ -239,17 +246,28 @@ class RayRuntime:
             r = dict(r)
             return {"num_cpus": r.pop("CPU", 1), "num_gpus": r.pop("GPU", 0), **({"resources": r} if r else {})}
 
+        wait = float(ray_cfg.get("start_timeout_s", 600))
+        need = f"{n_train} trainer(s) x {t_res} + {n_samp} sampler(s) x {s_res}"
         self._pg = placement_group([t_res] * n_train, strategy=str(ray_cfg.get("strategy", "PACK")))
-        ray.get(self._pg.ready(), timeout=float(ray_cfg.get("start_timeout_s", 600)))
+        try:
+            ray.get(self._pg.ready(), timeout=wait)
+        except ray.exceptions.GetTimeoutError:
+            raise RuntimeError(f"engine.ray: the trainer placement group was not placed in {wait:.0f}s: it needs "
+                               f"{need}; the cluster has {ray.cluster_resources()}") from None
         Trainer = ray.remote(TrainerRank)
         self.trainers = [Trainer.options(**opts(t_res), scheduling_strategy=PlacementGroupSchedulingStrategy(
             self._pg, placement_group_bundle_index=i)).remote(i, n_train, models, str(self.checkpoint_dir), rt_kwargs)
             for i in range(n_train)]
         Replica = ray.remote(SamplerReplica).options(**opts(s_res), max_restarts=-1)
-        self.samplers = [Replica.remote(models, str(self.checkpoint_dir), rt_kwargs) for _ in range(n_samp)]
-        host, port = self._get(self.trainers[0].rendezvous.remote())
-        self._get([t.init_group.remote(host, port) for t in self.trainers])
-        self._get([s.pid.remote() for s in self.samplers])
+        self.samplers = [Replica.remote(models, str(self.checkpoint_dir / ".ray-replicas" / str(i)), rt_kwargs)
+                         for i in range(n_samp)]
+        try:
+            host, port = self._get(self.trainers[0].rendezvous.remote(), timeout=wait)
+            self._get([t.init_group.remote(host, port) for t in self.trainers], timeout=wait)
+            self._get([s.pid.remote() for s in self.samplers], timeout=wait)
+        except ray.exceptions.GetTimeoutError:
+            raise RuntimeError(f"engine.ray: actors not started in {wait:.0f}s: they need {need}; the cluster has "
+                               f"{ray.cluster_resources()}") from None
         self.bases = {n: BaseStub(n, p, info) for n, (p, info) in self._get(self.trainers[0].bases.remote()).items()}
         self.trainables: dict[str, TrainConfig] = {}
         self._snapshots: OrderedDict[str, tuple] = OrderedDict()   # key -> source (see SamplerReplica.install)
@@ -358,16 +376,16 @@ class RayRuntime:
 
     # ------------------------------------------------------------------ sampler weights
     def _register(self, key: str, source: tuple) -> None:
-        self._snapshots[key] = source
-        self._snapshots.move_to_end(key)
-        while len(self._snapshots) > self.max_sampler_snapshots:
-            self._snapshots.popitem(last=False)  # drops the object store copy; replicas evict on their own (LRU)
         refs = [(i, s.install.remote(key, source)) for i, s in enumerate(self.samplers) if i not in self._down]
         for i, ref in refs:
             try:
                 self._get(ref)
             except (self.ray.exceptions.RayActorError, self.ray.exceptions.ActorUnavailableError):
                 self._mark_down(i)  # it installs the weights lazily once restarted
+        self._snapshots[key] = source
+        self._snapshots.move_to_end(key)
+        while len(self._snapshots) > self.max_sampler_snapshots:
+            self._snapshots.popitem(last=False)  # drops the object store copy; replicas evict on their own (LRU)
 
     def _broadcast(self, key: str, model_id: str) -> None:
         self._register(key, ("state", [self.trainers[0].export_weights.remote(model_id)]))
@@ -383,6 +401,16 @@ class RayRuntime:
 
     def has_sampler(self, key: str) -> bool:
         return key in self._snapshots
+
+    def release(self, model_ids: list[str], sampler_keys: list[str]) -> None:
+        """A finished or expired session's models and snapshots leave the actors (see Runtime.release)."""
+        for key in sampler_keys:
+            self._snapshots.pop(key, None)
+        live = self._live()
+        if sampler_keys and live:
+            self._get([self.samplers[i].release.remote(sampler_keys) for i in live])
+        for mid in model_ids:
+            self.unload_model(mid)
 
     # ------------------------------------------------------------------ sampling
     def _mark_down(self, i: int) -> None:

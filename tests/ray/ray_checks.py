@@ -12,6 +12,7 @@ ranks and 2 sampler replicas; the reference is an in-process ``Runtime`` (one ra
   one-process runtime, and the next step there equals the next step on the ranks.
 * ``samplers_match_trainer``: after ``snapshot_for_sampler`` both replicas serve requests and the
   sampled tokens' logprobs equal the trainer's forward logprobs; they differ from the base model's.
+* ``release``: a finished session's model and snapshot are unloaded from the ranks and replicas.
 * ``failover``: a replica's process is killed (SIGKILL); the next requests all succeed on the other
   one, Ray restarts the dead one (new pid), and it serves again with the weights re-installed.
 """
@@ -33,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from services.backend.codec import Datum, FwdBwdRequest  # noqa: E402
+from services.backend.errors import NotFound  # noqa: E402
 from services.backend.ray_runtime import RayRuntime  # noqa: E402
 from services.backend.runtime import Runtime, TrainConfig  # noqa: E402
 from services.backend.sampler import SampleSpec  # noqa: E402
@@ -165,6 +167,17 @@ def main(model: str) -> None:
                     worst_s = max(worst_s, float(np.abs(np.asarray(lps) - forward_lps(rr, "a", p, toks)).max()))
         report("failover", ok_all and pid_new is not None and pid_new != pid0 and back > 0 and worst_s <= SAMPLE_TOL,
                failover_s=failover_s, old_pid=pid0, new_pid=pid_new, served_after_restart=back, max_abs=worst_s)
+
+        # a finished session's model and snapshot leave the actors
+        rr.release(["a"], ["snap1"])
+        gone = []
+        for call in (lambda: rr.sample(NAME, "snap1", specs[:1]), lambda: rr.forward_backward(
+                FwdBwdRequest("a", 99, "cross_entropy", {}, True, data[:1]))):
+            try:
+                call()
+            except NotFound:
+                gone.append(True)
+        report("release", len(gone) == 2 and not rr.has_sampler("snap1") and not any(rr._all("has_model", "a")))
     finally:
         rr.close()
     print("DONE", flush=True)

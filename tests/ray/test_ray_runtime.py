@@ -77,6 +77,10 @@ def test_killed_sampler_fails_over_and_is_restarted(checks):
     _assert(checks, "failover")
 
 
+def test_finished_session_is_released_from_the_actors(checks):
+    _assert(checks, "release")
+
+
 def _descendants(pid: int) -> set[int]:
     kids: dict[int, list[int]] = {}
     for st in Path("/proc").glob("[0-9]*/stat"):
