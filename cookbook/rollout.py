@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from services.common.sandbox_api import Sandbox
-from services.tasks.cleangrade import base_commit, extract_patch, grade_patch
+from services.tasks.cleangrade import base_commit, extract_patch, grade_patch, patch_flags, with_flags
+from services.tasks.hacks import grading_policy
 from services.tasks.prepare import ImageRef
 from services.tasks.task import Task
 from services.tasks.verifier import VerifyResult, verify
@@ -184,8 +185,8 @@ class Rollouts:
         if self.grading == "in-place":
             async def compute() -> VerifyResult:
                 res = await verify(sb, task, timeout=self.verifier_timeout)
-                res.flags = {**outside, **res.flags}
-                return res
+                return with_flags(res, {**outside, **patch_flags(task, base, ex.patch)},
+                                  grading_policy(task.config.metadata)[1])
         else:
             async def compute() -> VerifyResult:
                 return await grade_patch(task, base, self.factory, ex.patch, timeout=self.verifier_timeout, flags=outside)

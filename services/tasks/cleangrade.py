@@ -174,12 +174,18 @@ async def grade_patch(task: Task, base_dir: Path, factory: SandboxFactory, patch
             await sb.close()
         except Exception:  # noqa: BLE001 - the result stands; the manager reaps what is left
             pass
+    res = with_flags(res, flags, policies)
+    res.duration_s = time.monotonic() - t0
+    return res
+
+
+def with_flags(res: VerifyResult, flags: dict[str, list[str]], policies: dict[str, str]) -> VerifyResult:
+    """``res`` with ``flags`` added; reward 0 when any flag's policy is ``zero``."""
     res.flags = {**flags, **res.flags}
     zero = zeroing(res.flags, policies)
     if zero and res.reward:
         res.reward = 0.0
-        res.reason = f"reward 0: {', '.join(zero)}"
-    res.duration_s = time.monotonic() - t0
+        res.reason = f"reward 0: {', '.join(zero)} ({'; '.join(res.flags[zero[0]][:3])})"
     return res
 
 
