@@ -67,7 +67,8 @@ def start_backend(model_dir: Path, state: Path, port: int, key: str, name: str, 
     import yaml
 
     cfg = {"backend": {"host": "127.0.0.1", "port": port, "api_keys": [key], "state_dir": str(state),
-                       "log_file": str(state / "backend.log"), "batch_window_s": extra.pop("batch_window_s", 0.002)},
+                       "log_file": str(state / "backend.log"), "batch_window_s": extra.pop("batch_window_s", 0.002),
+                       "log_level": extra.pop("log_level", "INFO")},
            "runtime": {"device": DEV, "dtype": "bfloat16" if DEV.startswith("cuda") else "float32", "threads": 4,
                        "models": [{"name": name, "path": str(model_dir), "tokenizer_id": tokenizer_id or str(model_dir)}],
                        **extra}}
@@ -139,6 +140,7 @@ def main() -> None:
                     help="sampler snapshots kept (each LoRA one holds an adapter, each full-FT one a model copy)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep-log", default=None, help="copy the backend log here")
+    ap.add_argument("--log-level", default="INFO", help="the backend's (DEBUG: each job's duration)")
     a = ap.parse_args()
     R = Results(a.json)
     R.add(bench="env", **env_info())
@@ -156,7 +158,7 @@ def main() -> None:
                          {"sampler_options": {"max_slots": a.groups * a.group_size, "max_context": 2048},
                           "gradient_checkpointing": not a.no_grad_ckpt, "max_tokens_per_microbatch": a.micro_batch_tokens,
                           "max_sampler_snapshots": a.max_sampler_snapshots,
-                          "batch_window_s": 0.05})
+                          "batch_window_s": 0.05, "log_level": a.log_level})
     R.add(bench="grpo_setup", startup_s=time.perf_counter() - t0, prompt_tokens_mean=float(np.mean([len(p) for p in ps])))
     try:
         sc = tinker.ServiceClient(base_url=f"http://127.0.0.1:{port}", api_key=key)

@@ -485,7 +485,8 @@ class Runtime:
         base = self.base(tm.config.base_model)
         if tm.adapter:
             adapter = self._new_adapter_name("s")
-            base.add_lora(adapter, tm.config)
+            with torch.device(base.device):  # peft builds (and initialises) the new layers on the GPU, not the CPU
+                base.add_lora(adapter, tm.config)
             base.load_adapter_state(adapter, base.adapter_state(tm.adapter))
             for p in base.adapter_params(adapter):
                 p.requires_grad_(False)
