@@ -34,6 +34,7 @@ Policy per task (``task.toml``)::
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -206,13 +207,21 @@ def classify_patch(text: str, test_files: set[str] = frozenset(), base_files: se
 
 def grading_policy(config_metadata: dict[str, Any] | None) -> tuple[tuple[float, float], dict[str, str]]:
     """(reward range, {flag: policy}) from ``[metadata.grading]`` of task.toml; see module docstring."""
-    g = dict((config_metadata or {}).get("grading") or {})
-    lo, hi = g.get("reward_range", (0.0, 1.0))
+    g = (config_metadata or {}).get("grading") or {}
+    if not isinstance(g, dict):
+        raise ValueError(f"[metadata.grading] must be a table, got {g!r}")
+    rng = g.get("reward_range", (0.0, 1.0))
+    try:
+        lo, hi = (float(x) for x in rng)
+    except (TypeError, ValueError):
+        raise ValueError(f"reward_range must be [low, high], got {rng!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+        raise ValueError(f"reward_range must be finite with low <= high, got {rng!r}")
     policies = {str(k): str(v) for k, v in (g.get("hacks") or {}).items()}
     bad = {k: v for k, v in policies.items() if v not in POLICIES or k not in KINDS}
     if bad:
         raise ValueError(f"[metadata.grading] hacks: unknown flag or policy {bad}; flags {KINDS}, policies {POLICIES}")
-    return (float(lo), float(hi)), policies
+    return (lo, hi), policies
 
 
 def zeroing(flags: dict[str, list[str]] | list[str], policies: dict[str, str]) -> list[str]:

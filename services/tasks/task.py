@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .config import TaskConfig, unknown_keys
+from .hacks import grading_policy
 
 
 class TaskError(ValueError):
@@ -170,6 +171,10 @@ def load_task(path: str | Path) -> Task:
     warnings = [f"task.toml: unknown key {k!r} (ignored)" for k in unknown_keys(data)]
     if config.schema_version not in ("1.0", "1.1", "1.2", "1.3", "1.4"):
         warnings.append(f"task.toml: schema_version {config.schema_version!r} is newer than 1.4")
+    try:
+        grading_policy(config.metadata)
+    except ValueError as e:
+        raise TaskError(d, "task.toml", str(e), "metadata.grading") from None
 
     env_dir = d / "environment"
     if not env_dir.is_dir():

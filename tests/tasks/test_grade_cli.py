@@ -113,3 +113,20 @@ def test_validate_records_empty_and_delete_the_test_patches_at_zero(tmp_path):
     val = manifest["tasks"][task.slug]["validation"]
     assert val["ok"] and val["patches"] == {"empty_patch_reward": 0.0, "delete_test_file": "test_clamp.py",
                                             "delete_test_reward": 0.0, "delete_test_flags": ["hack:test-file"]}, val
+
+
+def test_bad_grading_policy_is_a_task_error(tmp_path):
+    import pytest
+
+    from services.tasks.task import TaskError, load_task
+
+    task_dir = copy_micro(tmp_path)
+    toml = task_dir / "task.toml"
+    base = toml.read_text()
+    for bad, words in (('reward_range = [1.0, 0.0]', "low <= high"), ('reward_range = "x"', "reward_range"),
+                       ('hacks = { "hack:conftest" = "ignore" }', "unknown flag or policy"),
+                       ('hacks = { "hack:typo" = "flag" }', "unknown flag or policy")):
+        toml.write_text(base + f"\n[metadata.grading]\n{bad}\n")
+        with pytest.raises(TaskError, match=words) as e:
+            load_task(task_dir)
+        assert "metadata.grading" in str(e.value)
