@@ -148,7 +148,11 @@ def manager_factory(client):
 def running_docker(docker_client, tiny_model):
     """run.sh tests on the docker backend: a private config whose sandbox manager runs its docker
     backend (worker name unique to this run), backend + manager started via serve.sh."""
-    from conftest import _isolated_config, _running   # tests/conftest.py
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("lts_root_conftest", REPO / "tests" / "conftest.py")
+    root = importlib.util.module_from_spec(spec)   # tests/conftest.py's helpers (whatever "conftest" is now)
+    spec.loader.exec_module(root)
+    _isolated_config, _running = root._isolated_config, root._running
     with _isolated_config() as (tmp, cfg):
         adm = yaml.safe_load((cfg / "admin.yaml").read_text())
         worker = f"dr{os.getpid()}"
