@@ -110,11 +110,11 @@ async def extract_patch(sb: Sandbox, commit: str, timeout: float = 120) -> Extra
     r = await sb.run(script, timeout=timeout, max_output=MAX_PATCH_BYTES * 4 // 3 + 65536, cwd="/workspace",
                      env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"})
     ex = Extracted(seconds=0.0)
-    head, sep, body = r.output.partition(_BEGIN + "\n")
+    head, sep, body = r.output.rpartition(_BEGIN + "\n")  # the last one: file names above are the agent's
     ex.outside = [l.removeprefix("LTS-OUTSIDE ") for l in head.splitlines() if l.startswith("LTS-OUTSIDE ")]
     if r.timed_out or r.truncated or r.exit_code != 0 or not sep:
         why = "timed out" if r.timed_out else "patch too large" if r.truncated else f"exit {r.exit_code}"
-        ex.error = f"could not take the workspace diff ({why}): {head[-500:].strip()}"
+        ex.error = f"could not take the workspace diff ({why}): {r.output[-500:].strip()}"
     else:
         try:
             ex.patch = base64.b64decode(body.strip(), validate=True)

@@ -130,3 +130,55 @@ def test_bad_grading_policy_is_a_task_error(tmp_path):
         with pytest.raises(TaskError, match=words) as e:
             load_task(task_dir)
         assert "metadata.grading" in str(e.value)
+
+
+def test_patch_round_trip_is_binary_safe_with_new_deleted_modes_and_symlinks(tmp_path):
+    """What the agent changed (a binary file with NUL and non-UTF-8 bytes, a latin-1 text file, a
+    deleted file, a mode change, a symlink, a file in a new directory) arrives byte for byte in a fresh
+    sandbox; __pycache__ does not; the repo's own index and config are not used."""
+    import hashlib
+
+    from services.tasks.cleangrade import apply_patch, base_commit, extract_patch
+    from services.tasks.hostsandbox import HostSandbox
+    from services.tasks.task import load_task
+    from services.tasks.workspace import build_base
+
+    task = load_task(CLAMP)
+    base = tmp_path / "base"
+    build_base(task, base)
+    blob = bytes(range(256)) * 4
+
+    async def go():
+        agent = await HostSandbox.create(base_dir=base)
+        fresh = await HostSandbox.create(base_dir=base)
+        try:
+            ws = agent.host_path("/workspace")
+            (ws / "data.bin").write_bytes(blob)
+            (ws / "latin.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+            (ws / "test_clamp.py").unlink()
+            (ws / "clamp.py").chmod(0o755)
+            (ws / "link").symlink_to("clamp.py")
+            (ws / "new" / "dir").mkdir(parents=True)
+            (ws / "new" / "dir" / "x.py").write_text("x = 1\n")
+            (ws / "__pycache__").mkdir()
+            (ws / "__pycache__" / "clamp.cpython-311.pyc").write_bytes(b"\0junk")
+            r = await agent.run("git add -A && git -c user.name=a -c user.email=a@a commit -qm agent", cwd="/workspace")
+            assert r.exit_code == 0, r.output  # the repo's HEAD moved: the patch is still against the base
+            ex = await extract_patch(agent, base_commit(base))
+            assert ex.error is None, ex.error
+            assert await apply_patch(fresh, ex.patch) is None
+            return ex, fresh
+        finally:
+            await agent.close()
+
+    ex, fresh = run(go())
+    fw = fresh.host_path("/workspace")
+    try:
+        assert hashlib.sha256((fw / "data.bin").read_bytes()).digest() == hashlib.sha256(blob).digest()
+        assert (fw / "latin.txt").read_bytes() == "caf\xe9\n".encode("latin-1")
+        assert not (fw / "test_clamp.py").exists() and (fw / "clamp.py").stat().st_mode & 0o111
+        assert (fw / "link").is_symlink() and str((fw / "link").readlink()) == "clamp.py"
+        assert (fw / "new" / "dir" / "x.py").read_text() == "x = 1\n"
+        assert not (fw / "__pycache__").exists() and b"__pycache__" not in ex.patch
+    finally:
+        run(fresh.close())
