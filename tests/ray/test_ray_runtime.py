@@ -139,3 +139,38 @@ def test_configure_writes_engine_ray(tmp_path):
     assert engine()["ray"] is None
     assert engine("--ray-trainers", "2", "--ray-samplers", "3")["ray"] == {"address": "local", "trainers": 2, "samplers": 3}
     assert engine("--ray-address", "auto")["ray"] == {"address": "auto", "trainers": 1, "samplers": 1}
+
+
+def test_joins_an_existing_cluster(tiny_model, tmp_path):
+    """address: auto joins a running `ray start --head` cluster; closing the runtime leaves that cluster
+    up without the runtime's actors; stopping the head (by its pid) leaves no Ray process behind."""
+    _need_ray()
+    from helpers import free_port
+
+    port = free_port()
+    ray_bin = str(Path(RUNTIME_PY).with_name("ray"))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    head = subprocess.Popen([ray_bin, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                             "--block"], env=env, stdout=open(tmp_path / "head.log", "w"), stderr=subprocess.STDOUT)
+    # ray 2.60's `ray start` turns token authentication on; a driver sends the token (~/.ray/auth_token)
+    # only with RAY_AUTH_MODE=token
+    env = dict(env, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), RAY_ADDRESS=f"127.0.0.1:{port}", RAY_AUTH_MODE="token")
+    procs: set[int] = set()
+    try:
+        r = None
+        for _ in range(3):  # the head takes a few seconds to accept drivers
+            time.sleep(5)
+            procs |= _descendants(head.pid)
+            r = subprocess.run([RUNTIME_PY, str(REPO / "tests" / "ray" / "join_check.py"), str(TINY_PATH)], cwd=REPO,
+                               env=env, capture_output=True, text=True, timeout=300)
+            if "Failed to connect" not in r.stderr and "ConnectionError" not in r.stderr:
+                break
+        procs |= _descendants(head.pid)
+        assert r.returncode == 0 and r.stdout.strip().endswith("OK"), (r.stdout + r.stderr)[-4000:]
+    finally:
+        head.terminate()
+        head.wait(60)
+    deadline = time.time() + 30
+    while time.time() < deadline and any(Path(f"/proc/{p}").exists() for p in procs):
+        time.sleep(0.5)
+    assert not [p for p in procs if Path(f"/proc/{p}").exists()]
