@@ -31,7 +31,13 @@ class Unavailable(SandboxError):
     status_code = 503
 
 
-ERRORS_BY_STATUS = {c.status_code: c for c in (BadRequest, Unauthorized, NotFound, Conflict, PayloadTooLarge, Unavailable)}
+class SandboxLost(SandboxError):
+    """The sandbox died with its worker: the admin records it ``failed``."""
+    status_code = 410
+
+
+ERRORS_BY_STATUS = {c.status_code: c for c in (BadRequest, Unauthorized, NotFound, Conflict, PayloadTooLarge, Unavailable,
+                                                  SandboxLost)}
 
 
 def error_for_status(status: int, message: str) -> SandboxError:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .backends.base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
-from .errors import BadRequest, Conflict, NotFound, Unavailable
+from .errors import BadRequest, Conflict, NotFound, SandboxLost, Unavailable
 from .limits import Limits
 from .paths import host_dir_under, session_name
 from .store import SandboxRecord, Store
@@ -222,6 +222,10 @@ class SandboxManager:
         self.busy[sandbox_id] = self.busy.get(sandbox_id, 0) + 1
         try:
             yield rec
+        except SandboxLost as e:   # its worker died: failed, never retried on this id
+            if self.records.pop(sandbox_id, None):
+                self._end(rec, "failed", str(e))
+            raise
         finally:
             self.busy[sandbox_id] -= 1
             rec.last_seen = time.time()
@@ -276,6 +280,10 @@ class SandboxManager:
     async def reap_once(self) -> list[str]:
         now = time.time()
         reaped = []
+        for sid, why in self.backend.take_lost():
+            rec = self.records.pop(sid, None)
+            if rec:
+                self._end(rec, "failed", why)
         for sid, rec in list(self.records.items()):
             why = rec.expired(now)
             if why == "lease" and self.busy.get(sid):

@@ -3,7 +3,8 @@
 * ``local``  – bubblewrap + overlayfs + cgroups on this host (services/sandbox/local/)
 * ``docker`` – one container per sandbox through the Docker SDK
 * ``rock``   – a real ROCK admin through rl-rock's ``Sandbox`` client
-* ``worker`` – a sandbox worker process (``python -m services.sandbox worker``) over HTTP
+* ``worker`` – a sandbox worker process (``python -m services.sandbox worker``) over HTTP, or several
+  (``worker.urls``: ``worker_pool.WorkerPool``, least-loaded placement)
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ def make_backend(name: str, config: dict[str, Any]) -> Backend:
     if name == "rock":
         from .rock_backend import RockBackend
         return RockBackend.from_config(config)
+    if name == "worker" and (config.get("worker") or {}).get("urls"):
+        from .worker_pool import WorkerPool
+        return WorkerPool.from_config(config)
     if name == "worker":
         from .worker_client import WorkerBackend
         return WorkerBackend.from_config(config)

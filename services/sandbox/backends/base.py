@@ -89,6 +89,11 @@ class Backend(abc.ABC):
     async def start(self) -> None:
         """Prepare the backend; remove leftovers of a previous run of this backend."""
 
+    def take_lost(self) -> list[tuple[str, str]]:
+        """(sandbox id, reason) of sandboxes lost since the last call (a dead worker's); the
+        admin's reaper records them failed."""
+        return []
+
     def limits_info(self) -> dict[str, Any]:
         """Which resource limits this backend enforces, and how the others fall back (for /health)."""
         return {}

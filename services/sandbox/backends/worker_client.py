@@ -50,6 +50,13 @@ class WorkerBackend(Backend):
         for limit, fallback in (self._limits.get("fallback") or {}).items():
             log.warning("!!! sandbox %s limit NOT enforced by cgroups: falls back to %s", limit, fallback)
 
+    async def ping(self) -> None:
+        """Raises Unavailable unless the worker answers /health."""
+        try:
+            (await self._client.get(self.url.rsplit("/worker/v1", 1)[0] + "/health", timeout=10)).raise_for_status()
+        except httpx.HTTPError as e:
+            raise Unavailable(f"sandbox worker {self.url} is not reachable: {e}")
+
     def limits_info(self) -> dict[str, Any]:
         return self._limits
 
