@@ -135,6 +135,36 @@ def test_kill9_manager_with_live_containers(docker_client, sample_prep):
     assert containers_of(docker_client, a.worker) == []
 
 
+def test_two_managers_on_one_docker_host_leave_each_other_alone(docker_client, sample_prep):
+    """Same worker name, other state dir (a test beside a run): the second manager's start-up
+    reconciliation must neither adopt nor remove the first one's containers."""
+    _, _, manifest = sample_prep
+    image = next(iter(manifest["tasks"].values()))["base"]["image"]
+    port1, port2 = free_port(), free_port()
+    worker = f"two{port1}"
+    a = DockerAdmin(Path(tempfile.mkdtemp(prefix="lts-docker-two-")), worker, port1).start()
+    b = None
+    try:
+        async def create() -> str:
+            async with a.client() as c:
+                return (await c.create(image=image)).sandbox_id
+        sid = asyncio.run(create())
+        b = DockerAdmin(Path(tempfile.mkdtemp(prefix="lts-docker-two-")), worker, port2).start()
+
+        async def check() -> tuple[list, str]:
+            async with b.client() as c:
+                theirs = [s["sandbox_id"] for s in await c.list()]
+            async with a.client() as c:
+                return theirs, (await (await c.attach(sid)).run("echo alive")).output.strip()
+        theirs, alive = asyncio.run(check())
+        assert sid not in theirs and alive == "alive"
+    finally:
+        if b is not None:
+            assert b.stop() == 0
+        assert a.stop() == 0
+    assert containers_of(docker_client, worker) == []
+
+
 def test_unix_socket_bound_into_the_container(docker_admin, sample_prep):
     """How a black-box agent reaches the ModelService: its Unix socket bound read-only (no network)."""
     import socket

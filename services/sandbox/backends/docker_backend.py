@@ -19,26 +19,38 @@ black-box agents; their binaries need a glibc at least as new as the host's) and
 PID 1 is killed with ``kill -9 -1`` through the API. ``destroy`` kills and removes the container
 through the API (killing the SDK call would leave it running: shared doc §3.5).
 
-Containers carry labels ``lts.sandbox=<id>`` and ``lts.worker=<name>``: after a restart (also
-after kill -9 of the manager) ``start`` finds them, the manager adopts those it still has live
-records of and destroys the rest.
+Containers carry labels ``lts.sandbox=<id>``, ``lts.worker=<name>`` and ``lts.state=<tag of the
+manager's state dir>`` (as the local backend's cgroup parent: two managers on one Docker host, say
+a test beside a run, never touch each other's containers): after a restart (also after kill -9 of
+the manager) ``start`` finds this worker's, the manager adopts those it still has live records of
+and destroys the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import logging
 import os
 import posixpath
 import tarfile
 import time
+from pathlib import Path
 from typing import Any
+
+from services.common.paths import REPO_ROOT, STATE_DIR
 
 from ..errors import BadRequest, NotFound, SandboxError
 from .base import Backend, ExecOutput, ExecRequest, SandboxSpec
 
 log = logging.getLogger(__name__)
+
+
+def state_tag(state_dir: Path) -> str:
+    """Names the manager (its state dir) that owns a container, as ``cgroup_parent`` does locally."""
+    return hashlib.sha256(os.path.realpath(state_dir).encode()).hexdigest()[:10]
+
 
 WORKSPACE = "/workspace"
 STDIN_DIR = "/.lts-stdin"   # in the container's own layer: the archive API cannot write into its tmpfs /tmp
@@ -50,9 +62,10 @@ class DockerBackend(Backend):
 
     def __init__(self, client: Any, worker_name: str = "local", default_image: str = "lts/base:bookworm",
                  user: str | None = None, workdir: str = WORKSPACE, bind_sources: list[str] | None = None,
-                 runtime_paths: list[str] | None = None):
+                 runtime_paths: list[str] | None = None, state_tag: str | None = None):
         self.docker = client
         self.worker_name = worker_name
+        self.state_tag = state_tag
         self.default_image = default_image
         self.user = user or None
         self.workdir = workdir
@@ -74,18 +87,26 @@ class DockerBackend(Backend):
         if runtime in ("auto", ["auto"]):
             from ..local.backend import default_runtime_paths
             runtime = default_runtime_paths()
+        state_dir = Path(config.get("state_dir") or STATE_DIR / "sandboxes")
+        state_dir = state_dir if state_dir.is_absolute() else REPO_ROOT / state_dir
         return cls(client, str(config.get("worker_name", "local")), d.get("default_image") or "lts/base:bookworm",
                    d.get("user"), d.get("workdir") or WORKSPACE, [str(resolve(p)) for p in sources or []],
-                   [str(resolve(p)) for p in runtime or []])
+                   [str(resolve(p)) for p in runtime or []], state_tag=state_tag(state_dir))
 
     def _labels(self, sandbox_id: str) -> dict[str, str]:
-        return {"lts.sandbox": sandbox_id, "lts.worker": self.worker_name}
+        labels = {"lts.sandbox": sandbox_id, "lts.worker": self.worker_name}
+        if self.state_tag:
+            labels["lts.state"] = self.state_tag
+        return labels
+
+    def _own_filter(self) -> list[str]:
+        return [f"lts.worker={self.worker_name}"] + ([f"lts.state={self.state_tag}"] if self.state_tag else [])
 
     async def start(self) -> None:
         """Find this worker's containers of a previous run (the manager adopts or destroys them)."""
         await asyncio.to_thread(self.docker.ping)
         found = await asyncio.to_thread(self.docker.containers.list, all=True,
-                                        filters={"label": f"lts.worker={self.worker_name}"})
+                                        filters={"label": self._own_filter()})
         for c in found:
             sid = (c.labels or {}).get("lts.sandbox")
             if sid and getattr(c, "status", "running") == "running":
