@@ -178,7 +178,7 @@ class SamplerReplica:
             base.load_adapter_state(adapter, state)
             for p in base.adapter_params(adapter):
                 p.requires_grad_(False)
-            sw = SamplerWeights(key, base.name, adapter=adapter)
+            sw = SamplerWeights(key, base.name, adapter=adapter, config=cfg)
         else:
             from transformers import AutoModelForCausalLM
 
@@ -186,7 +186,7 @@ class SamplerReplica:
             mod.load_state_dict(state, strict=False)
             for p in mod.parameters():
                 p.requires_grad_(False)
-            sw = SamplerWeights(key, base.name, module=mod)
+            sw = SamplerWeights(key, base.name, module=mod, config=cfg)
         self.rt._register_sampler(sw)
 
     def sample(self, base_model: str, key: str | None, source: tuple | None, specs: list[SampleSpec]) -> list[SampleResult]:

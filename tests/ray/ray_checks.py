@@ -12,6 +12,7 @@ ranks and 2 sampler replicas; the reference is an in-process ``Runtime`` (one ra
   one-process runtime, and the next step there equals the next step on the ranks.
 * ``samplers_match_trainer``: after ``snapshot_for_sampler`` both replicas serve requests and the
   sampled tokens' logprobs equal the trainer's forward logprobs; they differ from the base model's.
+* ``full_ft``: the same for full fine-tuning (LoRA rank 0): weights after a step, sampled logprobs.
 * ``release``: a finished session's model and snapshot are unloaded from the ranks and replicas.
 * ``failover``: a replica's process is killed (SIGKILL); the next requests all succeed on the other
   one, Ray restarts the dead one (new pid), and it serves again with the weights re-installed.
@@ -167,6 +168,21 @@ def main(model: str) -> None:
                     worst_s = max(worst_s, float(np.abs(np.asarray(lps) - forward_lps(rr, "a", p, toks)).max()))
         report("failover", ok_all and pid_new is not None and pid_new != pid0 and back > 0 and worst_s <= SAMPLE_TOL,
                failover_s=failover_s, old_pid=pid0, new_pid=pid_new, served_after_restart=back, max_abs=worst_s)
+
+        # full fine-tuning: one step on 2 ranks == one process; its snapshot served by the replicas
+        full = TrainConfig(NAME, rank=0, seed=0)
+        ref.create_model("f", full)
+        rr.create_model("f", full)
+        data = batch(rng, [21, 13, 30])
+        for rt in (ref, rr):
+            rt.forward_backward(FwdBwdRequest("f", 1, "cross_entropy", {}, False, data))
+            rt.optim_step("f", ADAM)
+        wdiff = max(rel(a, b.detach()) for a, b in zip(rr._all("weights", "f")[0], ref.trainable("f").params))
+        rr.snapshot_for_sampler("f", "snapf")
+        res = rr.sample(NAME, "snapf", specs[:6])
+        fdiff = max(float(np.abs(np.asarray(lps) - forward_lps(rr, "f", p, toks)).max())
+                    for p, r in zip(prompts, res) for toks, lps, _ in r.sequences if toks)
+        report("full_ft", wdiff <= WEIGHT_TOL and fdiff <= SAMPLE_TOL, weights=wdiff, sampled_max_abs=fdiff)
 
         # a finished session's model and snapshot leave the actors
         rr.release(["a"], ["snap1"])

@@ -77,6 +77,10 @@ def test_killed_sampler_fails_over_and_is_restarted(checks):
     _assert(checks, "failover")
 
 
+def test_full_fine_tuning_on_two_ranks(checks):
+    _assert(checks, "full_ft")
+
+
 def test_finished_session_is_released_from_the_actors(checks):
     _assert(checks, "release")
 
