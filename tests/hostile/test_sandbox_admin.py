@@ -156,6 +156,7 @@ def test_tar_bombs_are_refused_without_stalling(tight_admin):
     many = _targz([(f"f{i}", 0) for i in range(5000)])           # more members than max_tar_members
     big = _targz([("zeros", 64 * 1024 * 1024)])                   # unpacks past max_tar_unpacked_mb
     assert len(many) < 1024 * 1024 and len(big) < 1024 * 1024
+    rss0 = _rss_mb(tight_admin.proc.pid)
     with _http(tight_admin) as c:
         sid = c.post("/start", json={}).json()["result"]["sandbox_id"]
         try:
@@ -171,6 +172,16 @@ def test_tar_bombs_are_refused_without_stalling(tight_admin):
             assert r.status_code == 200, r.text
         finally:
             c.post("/stop", json={"sandbox_id": sid})
+    grew = _rss_mb(tight_admin.proc.pid) - rss0
+    print(f"admin RSS {rss0:.0f} MB, +{grew:.0f} MB after the tar bombs")
+    assert grew < 50, grew
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
 
 
 def test_base_cache_is_evicted_lru_by_bytes(tmp_path):
