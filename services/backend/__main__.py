@@ -52,6 +52,7 @@ def build(cfg: dict, state_dir: Path):
                        threads=rcfg.get("threads"), max_tokens_per_microbatch=int(rcfg.get("max_tokens_per_microbatch", 8192)),
                        max_sampler_snapshots=int(rcfg.get("max_sampler_snapshots", 16)),
                        max_sampler_bytes=None if rcfg.get("max_sampler_gb") is None else int(float(rcfg["max_sampler_gb"]) * 2**30),
+                       max_spill_bytes=None if rcfg.get("max_spill_gb", 8) is None else int(float(rcfg.get("max_spill_gb", 8)) * 2**30),
                        max_batch_sequences=int(rcfg.get("max_batch_sequences", 256)),
                        sampler=rcfg.get("sampler", "auto"), sampler_options=rcfg.get("sampler_options"),
                        gradient_checkpointing=bool(rcfg.get("gradient_checkpointing", False)),

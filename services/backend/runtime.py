@@ -243,7 +243,7 @@ class Runtime:
                  max_sampler_snapshots: int = 16, max_batch_sequences: int = 256, sampler: str = "auto",
                  sampler_options: dict[str, Any] | None = None, gradient_checkpointing: bool = False,
                  merge_lora_sampling: bool | str = "auto", training_kernels: str = "auto",
-                 max_sampler_bytes: int | None = None):
+                 max_sampler_bytes: int | None = None, max_spill_bytes: int | None = 8 * 2**30):
         _set_threads(threads)
         self.device = device
         self.dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
@@ -252,6 +252,8 @@ class Runtime:
         self.max_sampler_snapshots = max_sampler_snapshots
         self.max_sampler_bytes = max_sampler_bytes  # bound on the snapshots' weights in memory (None: count only)
         self.spilled: dict[str, Path] = {}          # evicted in-memory snapshots, on disk until asked for again
+        self.max_spill_bytes = max_spill_bytes      # bound on the disk those spilled copies take (None: no bound)
+        self._spill_sizes: dict[str, int] = {}
         self.max_batch_sequences = max_batch_sequences
         self.bases: dict[str, BaseModel] = {}
         for m in models:
@@ -538,7 +540,7 @@ class Runtime:
                 self.max_sampler_bytes is not None and self.sampler_bytes() > self.max_sampler_bytes)):
             _, old = self.samplers.popitem(last=False)
             if old.key.startswith("snap:"):
-                self._spill(old)
+                self._spill_within_bound(old)
             self._unload_sampler(old)
 
     def sampler_bytes(self) -> int:
@@ -555,6 +557,28 @@ class Runtime:
                 params = []
             n += sum(p.numel() * p.element_size() for p in params)
         return n
+
+    def _snapshot_bytes(self, sw: SamplerWeights) -> int:
+        if sw.adapter:
+            params = self.base(sw.base_model).adapter_params(sw.adapter)
+        else:
+            params = list(sw.module.parameters()) if sw.module is not None else []
+        return sum(p.numel() * p.element_size() for p in params)
+
+    def _spill_within_bound(self, sw: SamplerWeights) -> None:
+        """Spill an evicted snapshot unless it alone exceeds ``max_spill_bytes`` (a 4B full-FT copy:
+        8.8 GB and ~10 s of disk writes per GRPO step for weights nobody asks for again); then drop
+        the oldest spilled copies until the bound holds. A dropped key answers a clear 404."""
+        size = self._snapshot_bytes(sw)
+        if self.max_spill_bytes is not None and size > self.max_spill_bytes:
+            log.info("sampler weights %s evicted and dropped (%.1f GB > max_spill_gb)", sw.key, size / 2**30)
+            return
+        self._spill(sw)
+        self._spill_sizes[sw.key] = size
+        while self.max_spill_bytes is not None and sum(self._spill_sizes.values()) > self.max_spill_bytes:
+            oldest = next(iter(self._spill_sizes))
+            log.info("spilled sampler weights %s dropped (max_spill_gb)", oldest)
+            self._drop_spill(oldest)
 
     def _spill(self, sw: SamplerWeights) -> None:
         from safetensors.torch import save_file
@@ -576,6 +600,7 @@ class Runtime:
         sw.module = None
 
     def _drop_spill(self, key: str) -> None:
+        self._spill_sizes.pop(key, None)
         d = self.spilled.pop(key, None)
         if d is not None:
             shutil.rmtree(d, ignore_errors=True)

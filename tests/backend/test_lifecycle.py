@@ -124,3 +124,21 @@ def test_snapshots_over_the_byte_bound_spill_to_disk_and_reload(b):
     assert "evicted to" in log
     assert _sample(s1) == before  # reloaded from disk, the same weights
     assert "reloading evicted sampler weights" in (b.state_dir / "backend.log").read_text()
+
+
+def test_spilled_snapshots_are_bounded_by_disk_bytes():
+    """max_spill_gb: the oldest spilled copies go first, and a snapshot larger than the bound alone
+    (a 4B full-FT copy) is dropped on eviction instead of costing ~10 s of disk writes per step."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from services.backend.runtime import Runtime
+
+    rt = Runtime.__new__(Runtime)
+    rt.max_spill_bytes, rt.spilled, rt._spill_sizes = 100, {}, {}
+    sizes = {"snap:a": 60, "snap:b": 50, "snap:c": 150}
+    rt._snapshot_bytes = lambda sw: sizes[sw.key]
+    rt._spill = lambda sw: rt.spilled.__setitem__(sw.key, Path("/nonexistent-spill") / sw.key)
+    for key in ("snap:a", "snap:b", "snap:c"):
+        rt._spill_within_bound(SimpleNamespace(key=key))
+    assert list(rt.spilled) == ["snap:b"] and rt._spill_sizes == {"snap:b": 50}
