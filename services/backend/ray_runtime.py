@@ -9,9 +9,9 @@ actor holds an ordinary ``Runtime`` and the driver (the backend process) only ro
   the one-process gradient: ``optim_step`` all-reduces them (one flat buffer) and steps a
   ``ZeroRedundancyOptimizer`` (AdamW with its state sharded across the ranks; the updated
   parameters are broadcast from their owners). Every rank keeps a full replica of the weights.
-  (Not FSDP2 ``fully_shard``: the runtime keeps every client's LoRA adapter and sampler snapshot
-  in one peft model, adds and deletes adapters at run time, and reads the unembedding's weights
-  outside ``forward`` for its logprob path; sharded DTensor parameters allow none of that.)
+  (Not FSDP2 ``fully_shard``: the runtime adds peft adapters after wrapping time, which FSDP2 would
+  neither shard nor reduce, and its logprob path calls the decoder and the unembedding outside the
+  root module's forward, where FSDP2 gathers the root-level parameters; docs/ray.md.)
 * **Sampler replicas** (``samplers: M``) serve ``sample``. Weights reach them from rank 0 through
   the Ray object store (one copy put, every replica pulls it; no disk) when sampler weights are
   created (``save_weights_for_sampler``), and lazily when a (restarted) replica lacks them.
