@@ -10,12 +10,10 @@ therefore find nothing but the base.
 
 from __future__ import annotations
 
-import io
 import os
 import shlex
 import shutil
 import subprocess
-import tarfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -53,12 +51,41 @@ def export_source(task: Task, dest: Path) -> None:
     repo, commit = src["git"], src["commit"]
     if not (repo / ".git").exists() and not (repo / "HEAD").exists():
         raise TaskError(task.path, "environment/repo.json", f"{repo} is not a git repository", "git")
-    r = git(["archive", "--format=tar", commit], cwd=repo, check=False)
+    _export_commit(task, repo, commit, dest)
+
+
+def _export_commit(task: Task, repo: Path, commit: str, dest: Path) -> None:
+    """The files of ``commit`` into ``dest`` through plumbing that never runs the repo's filters
+    (``git archive`` would run a ``filter.*.smudge`` from the task repo's own .git/config on the
+    host): ``ls-tree`` for paths and modes, ``cat-file --batch`` for the blobs, as stored."""
+    r = git(["ls-tree", "-r", "-z", "--full-tree", commit], cwd=repo, check=False)
     if r.returncode != 0:
         raise TaskError(task.path, "environment/repo.json",
-                        f"git archive {commit} failed: {r.stderr.decode(errors='replace').strip()}", "commit")
-    with tarfile.open(fileobj=io.BytesIO(r.stdout)) as tf:
-        tf.extractall(dest, filter="data")
+                        f"git ls-tree {commit} failed: {r.stderr.decode(errors='replace').strip()}", "commit")
+    entries = []
+    for rec in filter(None, r.stdout.split(b"\0")):
+        meta, _, path = rec.partition(b"\t")
+        mode, kind, sha = meta.split()
+        parts = path.decode("utf-8", "surrogateescape").split("/")
+        if kind != b"blob":
+            continue   # submodules are not part of the workspace
+        if path.startswith(b"/") or any(p in ("", ".", "..", ".git") for p in parts):
+            raise TaskError(task.path, "environment/repo.json", f"unsafe path {path!r} in {commit}", "commit")
+        entries.append((mode, sha, parts))
+    out = git(["cat-file", "--batch"], cwd=repo, input=b"".join(sha + b"\n" for _, sha, _ in entries)).stdout
+    pos = 0
+    for mode, sha, parts in entries:
+        end = out.index(b"\n", pos)
+        size = int(out[pos:end].split()[2])
+        data = out[end + 1: end + 1 + size]
+        pos = end + 1 + size + 1
+        target = dest.joinpath(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if mode == b"120000":
+            os.symlink(data.decode("utf-8", "surrogateescape"), target)
+        else:
+            target.write_bytes(data)
+            target.chmod(0o755 if mode == b"100755" else 0o644)
 
 
 def make_single_commit_repo(root: Path) -> str:
