@@ -182,7 +182,7 @@ setup_agent() {
     echo "[setup] .venv-agent is up to date"
   else
     echo "[setup] installing requirements/agent.txt into .venv-agent (mini-swe-agent)"
-    .venv-control/bin/python -m services.modelservice install-agent || die "could not create .venv-agent"
+    .venv-control/bin/python -m cookbook.modelservice install-agent || die "could not create .venv-agent"
     echo "$want" > .venv-agent/.lts-installed
   fi
   printf '{"venv": ".venv-agent", "minisweagent": "%s"}\n' \

@@ -27,7 +27,7 @@ def _ms_helpers():
 
 
 def test_mini_swe_agent_in_a_task_container_scores_the_gold_fix(docker_client, sample_prep, backend):
-    from services.modelservice.agent_runner import AGENT_VENV, run_mini_swe_agent
+    from cookbook.modelservice.agent_runner import AGENT_VENV, run_mini_swe_agent
     from services.tasks.prepare import base_of
     if not (AGENT_VENV / "bin" / "mini").exists():
         pytest.skip("no .venv-agent (bash setup.sh agent)")

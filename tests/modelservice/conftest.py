@@ -47,7 +47,7 @@ def start_modelservice(tmp: Path, backend, extra: list[str] | None = None) -> MS
     log = tmp / "modelservice.log"
     harbor = tmp / "harbor.yaml"
     harbor.write_text(yaml.safe_dump({"agent": {"budgets": {"max_turns": 12}}}))
-    cmd = [sys.executable, "-m", "services.modelservice", "--port", str(port), "--socket", str(sock), "--key", key,
+    cmd = [sys.executable, "-m", "cookbook.modelservice", "--port", str(port), "--socket", str(sock), "--key", key,
            "--backend-url", backend.url, "--backend-key", backend.key, "--base-model", backend.model,
            "--tokenizer", str(backend.model_path), "--trajectories-dir", str(tmp / "trajectories"),
            "--harbor-config", str(harbor), "--log-file", str(log), "--record-requests", *(extra or [])]
@@ -125,10 +125,10 @@ def sandbox_admin(ms_root, modelservice):
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap not installed")
     if not (AGENT_VENV / "bin" / "mini").exists():
-        r = subprocess.run([sys.executable, "-m", "services.modelservice", "install-agent"], cwd=REPO,
+        r = subprocess.run([sys.executable, "-m", "cookbook.modelservice", "install-agent"], cwd=REPO,
                            capture_output=True, text=True)
         if r.returncode != 0:
-            pytest.fail(f"could not create .venv-agent (python -m services.modelservice install-agent):\n{r.stderr[-3000:]}")
+            pytest.fail(f"could not create .venv-agent (python -m cookbook.modelservice install-agent):\n{r.stderr[-3000:]}")
     tmp = ms_root / "sbadmin"
     tmp.mkdir(mode=0o755)
     port, key = free_port(), "sbx-ms-key"

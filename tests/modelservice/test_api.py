@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from services.modelservice.render import reply_message
+from cookbook.modelservice.render import reply_message
 
 BASH = {"type": "function", "function": {"name": "bash", "description": "Run a bash command",
                                          "parameters": {"type": "object", "properties": {"command": {"type": "string"}},

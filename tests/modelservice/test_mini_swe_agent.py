@@ -14,8 +14,8 @@ import pytest
 from tinker import types
 
 from cookbook.agent.trajectory import Trajectory
-from services.modelservice.agent_runner import SOCKET_TARGET, run_mini_swe_agent
-from services.modelservice.render import reply_message
+from cookbook.modelservice.agent_runner import SOCKET_TARGET, run_mini_swe_agent
+from cookbook.modelservice.render import reply_message
 from services.sandbox.client import SandboxManagerClient
 from services.sandbox.errors import BadRequest
 from services.tasks.task import load_dataset

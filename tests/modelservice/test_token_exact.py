@@ -13,10 +13,10 @@ from tinker import types
 from cookbook.agent.budgets import Budgets
 from cookbook.agent.trajectory import Trajectory
 from cookbook.data import rl_datums
-from services.modelservice.budget import BudgetExceeded, BudgetGuard
-from services.modelservice.render import ChatRenderer, reply_message
-from services.modelservice.sampler import SampleOut
-from services.modelservice.sessions import Recorder, Session
+from cookbook.modelservice.budget import BudgetExceeded, BudgetGuard
+from cookbook.modelservice.render import ChatRenderer, reply_message
+from cookbook.modelservice.sampler import SampleOut
+from cookbook.modelservice.sessions import Recorder, Session
 
 BASH = {"type": "function", "function": {"name": "bash", "description": "Run a bash command",
                                          "parameters": {"type": "object", "properties": {"command": {"type": "string"}},

@@ -1,4 +1,4 @@
-"""python -m services.modelservice [serve] [options] — see docs/modelservice.md."""
+"""python -m cookbook.modelservice [serve] [options] — see docs/modelservice.md."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ config/harbor.yaml agent.budgets. SIGINT/SIGTERM stop it cleanly (open sessions 
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m services.modelservice [serve]", description=DESCRIPTION,
+    p = argparse.ArgumentParser(prog="python -m cookbook.modelservice [serve]", description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=None, help="YAML config (default: config/modelservice.yaml if present)")
     p.add_argument("--host", default=None, help="TCP bind address (default 127.0.0.1)")

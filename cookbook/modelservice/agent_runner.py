@@ -1,6 +1,6 @@
 """Run an unmodified mini-swe-agent on a task inside a sandbox, through the ModelService.
 
-    python -m services.modelservice mini-swe-agent --task-id micro/clamp [--dataset datasets/micro]
+    python -m cookbook.modelservice mini-swe-agent --task-id micro/clamp [--dataset datasets/micro]
         [--modelservice-url http://127.0.0.1:19300 --modelservice-key K --socket state/modelservice/sock/model.sock]
         [--out DIR] [--step-limit 4] [--max-tokens 256]
 
@@ -151,7 +151,7 @@ async def run_mini_swe_agent(task, sandboxes, modelservice_url: str, modelservic
 
 
 def install_agent(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m services.modelservice install-agent",
+    p = argparse.ArgumentParser(prog="python -m cookbook.modelservice install-agent",
                                 description="Create .venv-agent with the pinned agent harness (requirements/agent.txt).")
     p.add_argument("--venv", default=str(AGENT_VENV))
     p.add_argument("--python", default=sys.executable, help="interpreter the venv is made from (default: this one)")
@@ -173,7 +173,7 @@ def install_agent(argv: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m services.modelservice mini-swe-agent",
+    p = argparse.ArgumentParser(prog="python -m cookbook.modelservice mini-swe-agent",
                                 description="Run mini-swe-agent on one task in a sandbox through the ModelService.")
     p.add_argument("--task-id", required=True, help="task name (org/name) or directory name in the dataset")
     p.add_argument("--dataset", default=str(REPO_ROOT / "datasets" / "micro"))
