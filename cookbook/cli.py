@@ -13,6 +13,7 @@ import traceback
 from contextlib import nullcontext
 from pathlib import Path
 
+from .cli_args import agent_argument
 from .runs import endpoints, install_signal_handlers, new_run_dir, services, setup_client_log, write_exit_status
 
 log = logging.getLogger("cookbook")
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(r)
     r.add_argument("--n", type=int, default=1, help="attempts per task")
     r.add_argument("--model-path", default=None, help="tinker:// sampler/training checkpoint to sample from (default: base model)")
+    agent_argument(r)
     from . import train
 
     train.add_arguments(sub, common)
@@ -59,7 +61,7 @@ async def rollout_main(args, run_dir: Path) -> int:
 
     ep = endpoints(need_sandbox=args.sandbox == "manager")
     tasks = load_tasks(args.dataset, args.split, args.task_id)
-    ctx = await make_context(ep, tasks, args.sandbox, args.preset, args.rollout_concurrency, args.seed)
+    ctx = await make_context(ep, tasks, args.sandbox, args.preset, args.rollout_concurrency, args.seed, agent=args.agent)
     sc = tinker.ServiceClient(base_url=ep.backend_url, api_key=ep.api_key)
     if args.model_path:
         sampler = await sc.create_sampling_client(model_path=args.model_path)
@@ -73,7 +75,10 @@ async def rollout_main(args, run_dir: Path) -> int:
     bar = tqdm(total=len(items), desc="rollouts", unit="rollout")
     failures = Failures()
     t0 = time.time()
-    trajs = await ctx.rollouts.run_many(items, failures, on_done=lambda: bar.update(1))
+    try:
+        trajs = await ctx.rollouts.run_many(items, failures, on_done=lambda: bar.update(1))
+    finally:
+        await ctx.rollouts.aclose()
     bar.close()
     name = args.name or "rollout"
     res_dir = run_dir / "results" / name

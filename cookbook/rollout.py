@@ -106,10 +106,14 @@ class _WriteLog:
 class Rollouts:
     def __init__(self, factory: SandboxFactory, bases: dict[str, Path], tokenizer, agent_cfg: AgentConfig,
                  concurrency: int = 16, max_retries: int = 2, verifier_timeout: float | None = None,
-                 reward_cache: bool = False, grading: str = "clean"):
+                 reward_cache: bool = False, grading: str = "clean", black_box: Any = None):
+        """``black_box``: an agent kind run inside the sandbox instead of the builtin SWEAgent (e.g.
+        ``cookbook.modelservice.agent_runner.MiniSweAgent``): ``binds()`` for the sandbox and
+        ``run(task, sandbox, policy) -> Trajectory``; its policy's model calls go through the ModelService."""
         if grading not in ("clean", "in-place"):
             raise ValueError(f"grading must be 'clean' or 'in-place', got {grading!r}")
         self.grading = grading
+        self.black_box = black_box
         self.factory = factory
         self.bases = bases
         self.tok = tokenizer
@@ -127,7 +131,8 @@ class Rollouts:
 
     def _logged(self, sb: Sandbox) -> Sandbox:
         """With the reward cache and write-only tools, record the rollout's writes (its cache key)."""
-        if self.reward_cache is not None and self.cfg.tools is not None and set(self.cfg.tools) <= WRITE_ONLY_TOOLS:
+        if (self.reward_cache is not None and self.black_box is None and self.cfg.tools is not None
+                and set(self.cfg.tools) <= WRITE_ONLY_TOOLS):
             return _WriteLog(sb)
         return sb
 
@@ -206,9 +211,15 @@ class Rollouts:
                 t0 = time.time()
                 sb = None
                 try:
-                    sb = self._logged(await self.factory(self.bases[task.name]))
-                    ts = time.time()
-                    traj = await self.agent(policy).run(task.instruction, sb, task_id=task.name)
+                    base = self.bases[task.name]
+                    if self.black_box is not None:
+                        sb = await self.factory(base, binds=self.black_box.binds())
+                        ts = time.time()
+                        traj = await self.black_box.run(task, sb, policy)
+                    else:
+                        sb = self._logged(await self.factory(base))
+                        ts = time.time()
+                        traj = await self.agent(policy).run(task.instruction, sb, task_id=task.name)
                     traj.timings["sandbox_s"] = ts - t0
                     infra_error = traj.stop_reason == "error" and not model_caused(traj)
                     if infra_error and attempt < self.max_retries:
@@ -253,6 +264,11 @@ class Rollouts:
             return r
 
         return await asyncio.gather(*(one(t, p) for t, p in items))
+
+    async def aclose(self) -> None:
+        """Stop what the agent kind started (the in-process ModelService)."""
+        if self.black_box is not None:
+            await self.black_box.aclose()
 
 
 def save_rollout(traj: Trajectory, directory: Path, name: str, extra: dict[str, Any] | None = None) -> None:

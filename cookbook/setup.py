@@ -86,13 +86,13 @@ def sandbox_factory(ep: Endpoints, kind: str):
 
     clients: dict[Any, SandboxManagerClient] = {}
 
-    async def manager(base: Path):
+    async def manager(base: Path, binds: list[dict[str, str]] | None = None):
         loop = asyncio.get_running_loop()
         if loop not in clients:
             clients[loop] = SandboxManagerClient(ep.sandbox_url, ep.sandbox_key, flavor=ep.sandbox_flavor)
         if isinstance(base, ImageRef):   # docker backend: the task's scrubbed image
-            return await clients[loop].create(image=str(base), limits=base.limits)
-        return await clients[loop].create(base_dir=str(base))
+            return await clients[loop].create(image=str(base), limits=base.limits, binds=binds)
+        return await clients[loop].create(base_dir=str(base), binds=binds)
     return manager
 
 
@@ -221,13 +221,25 @@ class RunContext:
 
 
 async def make_context(ep: Endpoints, tasks: list[Task], sandbox: str, preset: str | None, concurrency: int, seed: int,
-                       reward_cache: bool = False) -> RunContext:
+                       reward_cache: bool = False, agent: str = "builtin") -> RunContext:
+    """``agent``: builtin (cookbook.agent.SWEAgent) or mini-swe-agent (unmodified, in the sandbox, through
+    the in-process ModelService: cookbook/modelservice/agent_runner.py)."""
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(ep.tokenizer_path)
     bases = await prepare_bases(tasks, ep.sandbox_backend if sandbox == "manager" else "local")
     acfg = agent_config(preset)
     grading = (load_config("harbor").get("grading") or {}).get("mode", "clean")  # docs/tasks.md "Grading"
+    black_box = None
+    if agent == "mini-swe-agent":
+        if sandbox != "manager":
+            raise SystemExit("--agent mini-swe-agent needs --sandbox manager (its model calls reach the ModelService "
+                             "through a socket bound into the sandbox)")
+        from .modelservice.agent_runner import MiniSweAgent
+
+        black_box = MiniSweAgent.create(tok, acfg.budgets)
+    elif agent != "builtin":
+        raise SystemExit(f"unknown agent {agent!r} (builtin | mini-swe-agent)")
     ro = Rollouts(sandbox_factory(ep, sandbox), bases, tok, acfg, concurrency=concurrency, reward_cache=reward_cache,
-                  grading=grading)
+                  grading=grading, black_box=black_box)
     return RunContext(ep, tasks, bases, tok, ro, acfg, random.Random(seed))

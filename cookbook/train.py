@@ -22,6 +22,7 @@ import numpy as np
 
 from services.common.paths import RUNS_DIR
 
+from .cli_args import agent_argument
 from .data import group_advantages, rl_datum, rl_segments, sft_datums
 from .report import write_reports
 from .runs import endpoints
@@ -35,6 +36,8 @@ def add_arguments(sub, common) -> None:
                         ("ppo-kl", "PPO plus a k3 KL penalty against the frozen reference")]:
         p = sub.add_parser(mode, help=help_)
         common(p)
+        if mode != "sft":   # sft replays the builtin agent's gold trajectories
+            agent_argument(p)
         p.add_argument("--learning-rate", type=float, default=None, help="Adam learning rate")
         p.add_argument("--lr-schedule", default=None, choices=["constant", "linear", "cosine"],
                        help="learning-rate schedule over --num-steps (default constant; linear for RL with --preset quickstart)")
@@ -171,7 +174,8 @@ async def _run(args, run_dir: Path) -> int:
 
         tasks = tasks[: QUICKSTART["max_tasks"]]
     reward_cache = args.reward_cache if args.reward_cache is not None else args.preset == "quickstart"
-    ctx = await make_context(ep, tasks, args.sandbox, args.preset, args.rollout_concurrency, args.seed, reward_cache)
+    ctx = await make_context(ep, tasks, args.sandbox, args.preset, args.rollout_concurrency, args.seed, reward_cache,
+                             agent=getattr(args, "agent", "builtin"))
     sc = tinker.ServiceClient(base_url=ep.backend_url, api_key=ep.api_key)
     state = RunState(run_dir)
     resuming = bool(state.data)
@@ -262,6 +266,7 @@ async def _run(args, run_dir: Path) -> int:
     finally:
         bar.close()
         loggers.close()
+        await ctx.rollouts.aclose()
     final = state.data.get("checkpoint")
     if args.save_state:
         final = (await tc.save_state(args.save_state, overwrite=True)).path

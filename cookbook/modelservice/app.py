@@ -47,7 +47,7 @@ class ModelServiceState:
         self.sessions: dict[str, Session] = {}
 
     def create(self, session_id: str | None = None, task_id: str = "", metadata: dict | None = None,
-               replay: list[str] | None = None) -> Session:
+               replay: list[str] | None = None, policy: Any = None) -> Session:
         sid = session_id or new_session_id()
         if not valid_session_id(sid):
             raise BadRequest("session_id: 1-128 characters of [A-Za-z0-9_-]")
@@ -58,7 +58,7 @@ class ModelServiceState:
         if replay is not None and (not isinstance(replay, list) or not replay
                                    or not all(isinstance(x, str) for x in replay)):
             raise BadRequest("replay: a non-empty list of reply strings")
-        s = Session(id=sid, task_id=task_id, metadata=dict(metadata or {}), replay=replay)
+        s = Session(id=sid, task_id=task_id, metadata=dict(metadata or {}), replay=replay, policy=policy)
         s.traj.task_id = task_id
         self.sessions[sid] = s
         log.info("session %s created (task %s)", sid, task_id or "-")

@@ -9,17 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import Any
 
+from cookbook.agent.agent import SampleOut
+
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class SampleOut:
-    tokens: list[int]
-    logprobs: list[float]
-    stop_reason: str   # "stop" | "length"
 
 
 class TinkerSampler:

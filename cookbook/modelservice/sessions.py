@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from cookbook.agent.agent import SampleOut
 from cookbook.agent.trajectory import Segment, Trajectory, Turn
 
 from .budget import BudgetExceeded, BudgetGuard
@@ -79,6 +80,7 @@ class Session:
     rejected: int = 0
     closed: bool = False
     replay: list[str] | None = None  # test double: scripted replies, teacher-forced (real logprobs)
+    policy: Any = None               # a cookbook.agent Policy that samples this session (in-process rollouts)
 
     def stats(self) -> dict[str, Any]:
         return {"session_id": self.id, "task_id": self.task_id, "turns": len(self.traj.turns),
@@ -129,7 +131,6 @@ class Recorder:
 
     async def _forced(self, s: Session, prompt: list[int], max_tokens: int):
         """The session's next scripted reply (the last one repeats), scored by the backend."""
-        from .sampler import SampleOut
         assert s.replay
         text = s.replay[min(len(s.traj.turns), len(s.replay) - 1)]
         toks = await asyncio.to_thread(self.r.encode, text)
@@ -188,6 +189,8 @@ class Recorder:
         t0 = time.time()
         if s.replay is not None:
             out = await self._forced(s, prompt, max_tokens)
+        elif s.policy is not None:   # the rollout's policy: the current sampling client of the training loop
+            out = await s.policy.sample(prompt, max_tokens)
         else:
             out = await self.sampler.sample(prompt, max_tokens, self.r.stop_ids, temperature=temperature, top_p=top_p,
                                             seed=body.get("seed"), session=s.id)

@@ -15,7 +15,7 @@ from cookbook.agent.trajectory import Trajectory
 from cookbook.data import rl_datums
 from cookbook.modelservice.budget import BudgetExceeded, BudgetGuard
 from cookbook.modelservice.render import ChatRenderer, reply_message
-from cookbook.modelservice.sampler import SampleOut
+from cookbook.agent.agent import SampleOut
 from cookbook.modelservice.sessions import Recorder, Session
 
 BASH = {"type": "function", "function": {"name": "bash", "description": "Run a bash command",
