@@ -4,13 +4,14 @@ error handlers, and a request-body size cap."""
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+
+from services.common.limits import BodySizeLimit as CommonBodySizeLimit
 
 from .errors import SandboxError, Unauthorized
 
@@ -60,43 +61,9 @@ def install_error_handlers(app: FastAPI) -> None:
         return failed(f"{type(exc).__name__}: {exc}", "internal error", status_code=500)
 
 
-class BodySizeLimit:
-    """ASGI middleware: 413 for request bodies above ``max_bytes`` (by Content-Length, or while
-    streaming a chunked body), before the app reads them into memory."""
+class BodySizeLimit(CommonBodySizeLimit):
+    """413 (ROCK envelope) for request bodies above ``max_bytes``, before they are read."""
 
     def __init__(self, app, max_bytes: int):
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                return await self._reject(send)
-        seen = 0
-
-        async def limited_receive():
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge()
-            return message
-
-        try:
-            await self.app(scope, limited_receive, send)
-        except _TooLarge:
-            await self._reject(send)
-
-    async def _reject(self, send) -> None:
-        body = json.dumps({"status": "Failed", "message": "PayloadTooLarge", "result": None,
-                           "error": f"request body larger than {self.max_bytes} bytes"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
-
-
-class _TooLarge(Exception):
-    pass
+        super().__init__(app, max_bytes, lambda n: {"status": "Failed", "message": "PayloadTooLarge", "result": None,
+                                                    "error": f"request body larger than {n} bytes"})
