@@ -56,6 +56,7 @@ async def rollout_main(args, run_dir: Path) -> int:
     import tinker
 
     from .agent.agent import TinkerPolicy
+    from .agent.chat_format import eos_id
     from .rollout import Failures
     from .setup import load_tasks, make_context
 
@@ -67,7 +68,7 @@ async def rollout_main(args, run_dir: Path) -> int:
         sampler = await sc.create_sampling_client(model_path=args.model_path)
     else:
         sampler = await sc.create_sampling_client(base_model=ep.model)
-    eos = ctx.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    eos = eos_id(ctx.tokenizer)
     policy = TinkerPolicy(sampler, [eos], temperature=args.temperature)
     items = [(t, policy) for t in tasks for _ in range(args.n)]
     from tqdm import tqdm

@@ -17,7 +17,8 @@ from services.common.paths import DATASETS_DIR, REPO_ROOT
 from services.tasks.prepare import ImageRef
 from services.tasks.task import Task, load_dataset
 
-from .agent.scripted import gold_turns, tool_call_text
+from .agent.chat_format import tool_call_text
+from .agent.scripted import gold_turns
 from .rollout import AgentConfig, Rollouts
 from .runs import Endpoints
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from services.common.paths import RUNS_DIR
 
+from .agent.chat_format import eos_id
 from .cli_args import agent_argument
 from .data import group_advantages, rl_datum, rl_segments, sft_datums
 from .report import write_reports
@@ -215,7 +216,7 @@ async def _run(args, run_dir: Path) -> int:
         result["init_from"] = init
     if state.data.get("rng") is not None:
         ctx.rng.setstate(_rng_from_json(state.data["rng"]))
-    eos = ctx.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    eos = eos_id(ctx.tokenizer)
     recipe = {"sft": sft_step, "grpo": rl_step, "ppo": rl_step, "ppo-kl": rl_step}[args.mode]
     shared: dict[str, Any] = {"eos": eos, **state.data.get("shared", {})}
     if args.mode == "sft":

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from services.common.sandbox_api import Sandbox
 
 from .budgets import Budgets
+from .chat_format import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, eos_id, tool_response_turn
 from .parser import parse_tool_calls
 from .tools import ToolBox
 from .trajectory import Segment, Trajectory, Turn
@@ -25,7 +26,7 @@ from .trajectory import Segment, Trajectory, Turn
 SYSTEM_PROMPT = ("You are a software engineer fixing a bug in the repository at /workspace. "
                  "Use the tools to inspect the code, edit it, and call submit when the tests pass.")
 ELIDED = "[older observation elided]"
-NO_CALL = "No tool call found. Call a tool with <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>."
+NO_CALL = f"No tool call found. Call a tool with {TOOL_CALL_OPEN}{{\"name\": ..., \"arguments\": {{...}}}}{TOOL_CALL_CLOSE}."
 
 
 @dataclass
@@ -73,6 +74,16 @@ def truncate_observation(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {len(text) - limit} characters elided ...]\n{text[-tail:]}"
 
 
+def elide_observations(messages: list[dict[str, Any]], keep: int) -> bool:
+    """The elision policy (this agent and the ModelService): all but the last ``keep`` tool observations
+    are replaced, in place, by a marker; True if anything changed (the prompt was rewritten)."""
+    tool_idx = [i for i, m in enumerate(messages) if m["role"] == "tool" and m["content"] != ELIDED]
+    old = tool_idx[:-keep] if keep > 0 else tool_idx
+    for i in old:
+        messages[i] = {**messages[i], "content": ELIDED}
+    return bool(old)
+
+
 class SWEAgent:
     def __init__(self, policy: Policy, tokenizer, budgets: Budgets | None = None, tools: list[str] | None = None,
                  system_prompt: str = SYSTEM_PROMPT, test_command: str = "python -m pytest -q -x -p no:cacheprovider",
@@ -84,7 +95,7 @@ class SWEAgent:
         self.system_prompt = system_prompt
         self.test_command = test_command
         self.compact_schemas = compact_schemas
-        self.eos_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.eos_id = eos_id(tokenizer)
 
     # ---- rendering
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
@@ -94,8 +105,7 @@ class SWEAgent:
 
     def observation_tokens(self, observations: list[str]) -> list[int]:
         """Tokens of the tool-response user turn that follows an assistant turn's <|im_end|>."""
-        body = "".join(f"\n<tool_response>\n{o}\n</tool_response>" for o in observations)
-        return list(self.tok.encode(f"\n<|im_start|>user{body}<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False))
+        return list(self.tok.encode(tool_response_turn(observations), add_special_tokens=False))
 
     # ---- the loop
     async def run(self, instruction: str, sandbox: Sandbox, task_id: str = "") -> Trajectory:
@@ -154,7 +164,7 @@ class SWEAgent:
                     break
                 traj.messages += [{"role": "tool", "content": o} for o in obs]
                 n_obs_total += len(obs)
-                if self._elide(traj.messages, b.keep_last_observations):
+                if elide_observations(traj.messages, b.keep_last_observations):
                     seg = Segment()  # the prompt was rewritten: a new training segment
                     seg.extend(self.render(traj.messages, tools), sampled=False)
                     traj.segments.append(seg)
@@ -172,12 +182,3 @@ class SWEAgent:
         traj.timings["sample_s"] = sum(t.sample_s for t in traj.turns)
         traj.timings["tools_s"] = sum(t.tools_s for t in traj.turns)
         return traj
-
-    @staticmethod
-    def _elide(messages: list[dict[str, Any]], keep: int) -> bool:
-        """Replace all but the last ``keep`` tool observations by a marker; True if anything changed."""
-        tool_idx = [i for i, m in enumerate(messages) if m["role"] == "tool" and m["content"] != ELIDED]
-        old = tool_idx[:-keep] if keep > 0 else tool_idx
-        for i in old:
-            messages[i] = {"role": "tool", "content": ELIDED}
-        return bool(old)

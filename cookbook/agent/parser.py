@@ -1,13 +1,13 @@
-"""Parse Qwen3-format tool calls: ``<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>``."""
+"""Parse Qwen3-format tool calls: ``<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>``
+(the format: chat_format.py)."""
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-_BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.S)
+from .chat_format import TOOL_CALL_BLOCK, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 
 
 @dataclass
@@ -26,12 +26,12 @@ def parse_tool_calls(text: str, known: set[str] | None = None, max_arg_chars: in
     becomes an error message the agent shows the model as an observation."""
     calls: list[ToolCall] = []
     errors: list[str] = []
-    first = text.find("<tool_call>")
+    first = text.find(TOOL_CALL_OPEN)
     content = (text if first < 0 else text[:first]).strip()
-    for i, m in enumerate(_BLOCK.finditer(text)):
+    for i, m in enumerate(TOOL_CALL_BLOCK.finditer(text)):
         body, closed = m.group(1).strip(), m.group(2)
         if not closed:
-            errors.append("tool call not closed: end it with </tool_call>")
+            errors.append(f"tool call not closed: end it with {TOOL_CALL_CLOSE}")
             continue
         if len(body) > max_arg_chars:
             errors.append(f"tool call too large ({len(body)} characters; limit {max_arg_chars})")

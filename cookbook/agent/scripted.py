@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .agent import SampleOut
+from .chat_format import eos_id, tool_call_text
 
-
-def tool_call_text(name: str, arguments: dict[str, Any]) -> str:
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
+__all__ = ["ScriptedPolicy", "gold_turns", "tool_call_text"]
 
 
 def gold_turns(edit: dict[str, Any], read: bool = True, submit: bool = True) -> list[str]:
@@ -26,7 +24,7 @@ class ScriptedPolicy:
     def __init__(self, tokenizer, turns: list[str]):
         self.tok = tokenizer
         self.turns = list(turns)
-        self.eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.eos = eos_id(tokenizer)
         self.prompts: list[list[int]] = []
 
     async def sample(self, prompt: list[int], max_tokens: int) -> SampleOut:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cookbook.agent.agent import ELIDED, truncate_observation
+from cookbook.agent.agent import elide_observations, truncate_observation
 from cookbook.agent.budgets import Budgets
 
 
@@ -55,16 +55,13 @@ class BudgetGuard:
                                  "context_overflow")
 
     def apply_to_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The agent's observation policy on a black-box agent's messages (a copy): each tool message cut
+        to ``max_observation_chars``, all but the last ``keep_last_observations`` elided."""
         out = [dict(m) for m in messages]
-        tool_idx = []
-        for i, m in enumerate(out):
+        for m in out:
             if m["role"] == "tool":
                 m["content"] = truncate_observation(m.get("content") or "", self.b.max_observation_chars)
-                if m["content"] != ELIDED:
-                    tool_idx.append(i)
-        keep = self.b.keep_last_observations
-        for i in (tool_idx[:-keep] if keep > 0 else tool_idx):
-            out[i]["content"] = ELIDED
+        elide_observations(out, self.b.keep_last_observations)
         return out
 
     def check_call(self, n_turns: int, elapsed_s: float) -> None:

@@ -14,6 +14,7 @@ import json
 import threading
 from typing import Any
 
+from cookbook.agent.chat_format import IM_END, TOOL_CALL_OPEN, eos_id, stop_ids
 from cookbook.agent.parser import parse_tool_calls
 
 ROLES = {"system", "user", "assistant", "tool"}
@@ -112,12 +113,9 @@ class ChatRenderer:
 
     def __init__(self, tokenizer):
         self.tok = tokenizer
-        self.eos_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
-        if not isinstance(self.eos_id, int) or self.eos_id == getattr(tokenizer, "unk_token_id", None):
-            raise ValueError("the tokenizer has no <|im_end|> token (a Qwen3/ChatML chat template is expected)")
-        self.eos_text = "<|im_end|>"
-        pad = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-        self.stop_ids = [self.eos_id] + ([pad] if isinstance(pad, int) and pad != self.eos_id else [])
+        self.eos_id = eos_id(tokenizer)
+        self.eos_text = IM_END
+        self.stop_ids = stop_ids(tokenizer)
         self._lock = threading.Lock()
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, generation_prompt: bool) -> str:
@@ -144,7 +142,7 @@ def reply_message(text: str, max_tool_call_chars: int = 50_000, id_prefix: str =
     content, calls, errors = parse_tool_calls(text, known=None, max_arg_chars=max_tool_call_chars)
     if errors or not calls:
         return {"role": "assistant", "content": text}, errors
-    first = text.find("<tool_call>")
+    first = text.find(TOOL_CALL_OPEN)
     msg = {"role": "assistant", "content": text[:first].removesuffix("\n") or None,
            "tool_calls": [{"id": f"{id_prefix}_{i}", "type": "function",
                            "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}

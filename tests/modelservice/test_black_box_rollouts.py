@@ -1,6 +1,7 @@
-"""Issue 14 item 3: black-box agents are a rollout kind. ``Rollouts(black_box=MiniSweAgent)`` runs the
-unmodified mini-swe-agent in each sandbox; its model calls go through the in-process ModelService, which
-samples with the rollout's policy: here a policy over the training client's CURRENT sampling client
+"""Issue 14 item 3: black-box agents are a rollout kind. Two steps of the GRPO recipe's step
+(``train.rl_step``, args parsed from ``grpo --agent mini-swe-agent``) with ``Rollouts(black_box=MiniSweAgent)``:
+the unmodified mini-swe-agent runs in each sandbox, its model calls go through the in-process
+ModelService, which samples with the rollout's policy over the step's CURRENT sampling client
 (``save_weights_and_get_sampling_client`` after each optimizer step). The captured token-exact
 trajectories are graded (clean grading), turned into GRPO datums and trained on; the weights move.
 
@@ -12,18 +13,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import shlex
 
-import numpy as np
 import pytest
 import tinker
 from tinker import types
 
+from cookbook import train
+from cookbook.agent import agent as agent_module
 from cookbook.agent.agent import SampleOut
 from cookbook.agent.budgets import Budgets
-from cookbook.data import group_advantages, rl_datum, rl_segments
+from cookbook.agent.trajectory import Trajectory
+from cookbook.cli import build_parser
 from cookbook.modelservice.agent_runner import MiniSweAgent
-from cookbook.rollout import AgentConfig, Failures, Rollouts
+from cookbook.rollout import AgentConfig, Rollouts
+from cookbook.setup import RunContext
 from services.sandbox.client import SandboxManagerClient
 from services.tasks.task import load_dataset
 from services.tasks.workspace import build_base
@@ -34,17 +39,26 @@ pytestmark = pytest.mark.slow
 
 
 class ForcedPolicy:
-    """Replies with fixed texts (then the last one again), scored by ``sampler`` (teacher forcing)."""
+    """Stands in for the model behind the ModelService: replies with fixed texts (then the last one
+    again), scored by the sampling client it was made with (teacher forcing: real logprobs of the
+    current weights). The GRPO step makes one per step (``TinkerPolicy(sampler, ...)``) and forks one per
+    rollout: even forks replay the gold fix, odd ones submit at once (a group with reward variance)."""
 
-    def __init__(self, sampler, tokenizer, texts: list[str]):
-        self.sampler, self.tok, self.texts = sampler, tokenizer, texts
-        self.eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-        self.calls = 0
+    scripts: list[list[str]] = []
+
+    def __init__(self, sampler, stop_token_ids, temperature: float = 1.0, top_p: float = 1.0, seed=None,
+                 texts: list[str] | None = None):
+        self.sampler, self.texts, self.calls, self.forks = sampler, texts, 0, 0
+
+    def fork(self, seed) -> "ForcedPolicy":
+        p = ForcedPolicy(self.sampler, None, texts=self.scripts[self.forks % len(self.scripts)])
+        self.forks += 1
+        return p
 
     async def sample(self, prompt: list[int], max_tokens: int) -> SampleOut:
         text = self.texts[min(self.calls, len(self.texts) - 1)]
         self.calls += 1
-        toks = (list(self.tok.encode(text, add_special_tokens=False)) + [self.eos])[:max_tokens]
+        toks = (list(TOK.encode(text, add_special_tokens=False)) + [TOK.convert_tokens_to_ids("<|im_end|>")])[:max_tokens]
         lps = await self.sampler.compute_logprobs_async(types.ModelInput.from_ints(prompt + toks))
         return SampleOut(toks, [float(x) for x in lps[len(prompt):]], "stop")
 
@@ -54,9 +68,13 @@ def _call(cmd: str) -> str:
 
 
 SUBMIT = _call("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
+TOK = None
 
 
-def test_grpo_step_on_mini_swe_agent_trajectories(sandbox_admin, modelservice, backend, tokenizer, ms_root):
+def test_grpo_steps_train_on_mini_swe_agent_trajectories(sandbox_admin, modelservice, backend, tokenizer, ms_root,
+                                                         tmp_path, monkeypatch):
+    global TOK
+    TOK = tokenizer
     task = next(t for t in load_dataset(REPO / "datasets" / "micro").tasks if t.path.name == "absolute")
     base = ms_root / "bases-bb" / task.slug
     if not base.exists():
@@ -64,7 +82,12 @@ def test_grpo_step_on_mini_swe_agent_trajectories(sandbox_admin, modelservice, b
     e = json.loads((task.solution_dir / "edit.json").read_text())
     fix = (f"import pathlib; p = pathlib.Path({e['path']!r}); "
            f"p.write_text(p.read_text().replace({e['old']!r}, {e['new']!r}, 1))")
-    gold, idle = [_call(f"cat {e['path']}"), _call("python3 -c " + shlex.quote(fix)), SUBMIT], [SUBMIT]
+    monkeypatch.setattr(ForcedPolicy, "scripts", [[_call(f"cat {e['path']}"), _call("python3 -c " + shlex.quote(fix)),
+                                                   SUBMIT], [SUBMIT]])
+    monkeypatch.setattr(agent_module, "TinkerPolicy", ForcedPolicy)   # the stand-in for the model
+    args = build_parser().parse_args(["grpo", "--agent", "mini-swe-agent", "--task-id", "absolute", "--num-steps", "2",
+                                      "--group-size", "2", "--groups-per-step", "1", "--learning-rate", "1e-2"])
+    train._defaults(args)
 
     async def go():
         mgr = SandboxManagerClient(sandbox_admin.url, sandbox_admin.key)
@@ -76,44 +99,33 @@ def test_grpo_step_on_mini_swe_agent_trajectories(sandbox_admin, modelservice, b
         agent = MiniSweAgent.create(tokenizer, budgets, socket_dir=modelservice.socket.parent)
         ro = Rollouts(factory, {task.name: base}, tokenizer, AgentConfig(budgets=budgets), concurrency=2,
                       black_box=agent)
+        ctx = RunContext(None, [task], {task.name: base}, tokenizer, ro, ro.cfg, random.Random(0))
         sc = tinker.ServiceClient(base_url=backend.url, api_key=backend.key)
         tc = await sc.create_lora_training_client_async(base_model=backend.model, rank=4, seed=0)
-        out = []
+        shared = {"eos": tokenizer.convert_tokens_to_ids("<|im_end|>")}
+        probe = types.ModelInput.from_ints(tokenizer.encode(SUBMIT + " " + task.instruction)[:64])
+        lps, recs = [], []
         try:
-            for step in range(2):
-                sampler = await tc.save_weights_and_get_sampling_client_async()   # per-step weight sync
-                failures = Failures()
-                group = await ro.run_many([(task, ForcedPolicy(sampler, tokenizer, gold)),
-                                           (task, ForcedPolicy(sampler, tokenizer, idle))], failures)
-                assert all(t is not None for t in group), failures.to_dict()
-                rewards = [t.reward for t in group]
-                segs = rl_segments(group, group_advantages(rewards))
-                datums = [rl_datum(s, a) for s, a in segs]
-                probe = datums[0].model_input
-                before = await sampler.compute_logprobs_async(probe)
-                fb = await (await tc.forward_backward_async(datums, "importance_sampling"))
-                await (await tc.optim_step_async(types.AdamParams(learning_rate=1e-2)))
-                after_sampler = await tc.save_weights_and_get_sampling_client_async()
-                after = await after_sampler.compute_logprobs_async(probe)
-                out.append({"group": group, "rewards": rewards, "n_datums": len(datums), "metrics": fb.metrics,
-                            "moved": float(np.nanmax(np.abs(np.array(before[1:], float) - np.array(after[1:], float)))),
-                            "sampler": sampler})
+            lps.append(await (await tc.save_weights_and_get_sampling_client_async()).compute_logprobs_async(probe))
+            for step in range(args.num_steps):
+                recs.append(await train.rl_step(args, ctx, tc, step, tmp_path, shared))
+                lps.append(await (await tc.save_weights_and_get_sampling_client_async()).compute_logprobs_async(probe))
         finally:
             await ro.aclose()
-        return out, agent
+        return recs, lps, agent
 
-    steps, agent = asyncio.run(go())
+    recs, lps, agent = asyncio.run(go())
     assert not agent.service.socket_path.exists(), "the in-process ModelService left its socket behind"
-    for st in steps:
-        gold_traj, idle_traj = st["group"]
-        assert st["rewards"] == [1.0, 0.0], [t.verifier for t in st["group"]]
-        assert gold_traj.stop_reason == "submitted" and gold_traj.episode_done and len(gold_traj.turns) == 3
-        assert e["old"] in json.loads(gold_traj.turns[0].observations[0])["output"]   # ran in the sandbox
-        assert st["n_datums"] == 2                                   # nonzero training transitions
-        assert st["moved"] > 1e-4, st["moved"]                       # the weights changed
-        for t in st["group"]:                                        # token-exact, one segment each
-            assert len(t.segments) == 1 and t.segments[0].n_sampled == sum(len(x.sampled_tokens) for x in t.turns)
+    turn_lps = []
+    for step, rec in enumerate(recs):
+        assert rec["group_returns"] == [[1.0, 0.0]], rec["failures"]
+        assert rec["train_transitions"] == 2 and rec["train_tokens"] > 0, rec   # nonzero training transitions
+        moved = max(abs(a - b) for a, b in zip(lps[step][1:], lps[step + 1][1:]))
+        assert moved > 1e-4, (step, moved)                                       # the weights changed
+        gold = Trajectory.from_json(json.loads((tmp_path / f"step_{step:03d}" / "rollout_00.json").read_text())["trajectory"])
+        assert gold.stop_reason == "submitted" and gold.episode_done and len(gold.turns) == 3
+        assert e["old"] in json.loads(gold.turns[0].observations[0])["output"]   # ran in the sandbox
+        assert len(gold.segments) == 1 and gold.segments[0].n_sampled == sum(len(t.sampled_tokens) for t in gold.turns)
+        turn_lps.append(gold.turns[0].logprobs)
     # per-step weight sync: step 1's rollouts were scored by the weights after step 0's update
-    lp0 = steps[0]["group"][0].turns[0].logprobs
-    lp1 = steps[1]["group"][0].turns[0].logprobs
-    assert len(lp0) == len(lp1) and max(abs(a - b) for a, b in zip(lp0, lp1)) > 1e-4
+    assert len(turn_lps[0]) == len(turn_lps[1]) and max(abs(a - b) for a, b in zip(*turn_lps)) > 1e-4
