@@ -9,6 +9,7 @@
 #   bash setup.sh check     # can the local sandboxes (bubblewrap, user namespaces) run here? says the fix if not
 #   bash setup.sh docker    # docker.io + dockerd (if none runs) + the offline base image (root; docker-stop stops it)
 #   bash setup.sh harbor    # .venv-harbor: Harbor's own runner (Python 3.12), an outside check of the sandboxes
+#   bash setup.sh rock      # .venv-rock: a real ROCK admin (rl-rock[admin], Python 3.11) for tests/rockhost (docs/sandbox.md)
 #
 # Each step ends with a JSON report of what is installed and whether it imports.
 # Environment: PYTHON (interpreter for the venvs: 3.11-3.13; default python3.11), LTS_TORCH_INDEX (torch build:
@@ -295,6 +296,26 @@ setup_harbor() {
     "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("harbor"))' 2>/dev/null || echo MISSING)"
 }
 
+# --- rock: a real ROCK admin in .venv-rock (Python 3.11), for services/sandbox/rock_local and tests/rockhost ---
+setup_rock() {
+  local venv="$ROOT/.venv-rock" want py="" c
+  want="$(cat requirements/rock.txt | sha256sum | cut -c1-16)"
+  if [[ -f "$venv/.lts-installed" && "$(cat "$venv/.lts-installed")" == "$want" ]]; then
+    echo "[setup] .venv-rock is up to date"
+  else
+    for c in "${PYTHON311:-}" python3.11 "$HOME/.pyenv/versions/3.11.7/bin/python3.11"; do
+      if [[ -n "$c" ]] && "$c" -c 'import sys; assert sys.version_info[:2] == (3, 11)' >/dev/null 2>&1; then py="$c"; break; fi
+    done
+    [[ -n "$py" ]] || die "rl-rock[admin] needs Python 3.11 (set PYTHON311=/path/to/python3.11)"
+    [[ -x "$venv/bin/python" ]] || "$py" -m venv "$venv"
+    echo "[setup] installing requirements/rock.txt into .venv-rock (ROCK admin + Ray, ~1 GB)"
+    "$venv/bin/python" -m pip install -q --no-deps -r requirements/rock.txt || die "pip install -r requirements/rock.txt failed"
+    echo "$want" > "$venv/.lts-installed"
+  fi
+  printf '{"venv": ".venv-rock", "rl-rock": "%s"}\n' \
+    "$("$venv/bin/python" -c 'import importlib.metadata as m, rock.admin.main; print(m.version("rl-rock"))' 2>/dev/null || echo MISSING)"
+}
+
 # --- sandbox host check: can the local sandbox backend (bubblewrap in user namespaces) run here? -------
 # Runs the same namespace set-up the sandbox manager uses (services/sandbox/local), before anything
 # is installed, and names the fix when it fails. LTS_SKIP_SANDBOX_CHECK=1 skips it (docker/ROCK sandboxes).
@@ -333,6 +354,7 @@ case "${1:-}" in
   docker) setup_docker ;;
   check) check_sandbox_host ;;
   harbor) setup_harbor ;;
+  rock) setup_rock ;;
   docker-stop) docker_stop ;;
   all)
     if [[ "$(id -u)" == "0" ]]; then setup_system; else echo "[setup] not root: skipping system packages (run: sudo bash setup.sh system)"; fi

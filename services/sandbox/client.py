@@ -106,6 +106,9 @@ class SandboxManagerClient:
         sb = RemoteSandbox(self, result["sandbox_id"])
         if self.flavor == "rock":
             await sb.wait_alive()
+            res = await sb.run("mkdir -p /workspace", cwd="/")   # ROCK runs nothing in a missing cwd
+            if res.exit_code != 0:
+                raise SandboxError(f"ROCK sandbox {sb.sandbox_id}: cannot create /workspace: {res.output}")
             if base_dir:
                 await sb.upload_dir(os.fspath(base_dir), "/workspace")
         return sb
@@ -145,6 +148,8 @@ class RemoteSandbox:
         body = self._body(command=cmd, timeout=timeout, cwd=cwd, env=env)
         if self.client.flavor == "local":
             body.update(max_output=max_output, merge_output=merge_output)
+        else:
+            body["shell"] = True   # ROCK runs a string command as one program name otherwise
         return await self.client.call("POST", "/execute", json=body, timeout=timeout + self.client.http_margin_s)
 
     async def run(self, cmd: str, timeout: float = 60.0, max_output: int = 100_000, cwd: str = "/workspace",
@@ -196,7 +201,7 @@ class RemoteSandbox:
         await self.client.call("POST", "/upload", data={"sandbox_id": self.sandbox_id, "target_path": tmp},
                                files={"file": ("upload.tar.gz", data, "application/gzip")})
         res = await self.run(f"mkdir -p {shlex.quote(remote_dir)} && tar -xzf {tmp} --no-same-owner -C "
-                             f"{shlex.quote(remote_dir)}; rc=$?; rm -f {tmp}; exit $rc")
+                             f"{shlex.quote(remote_dir)}; rc=$?; rm -f {tmp}; exit $rc", cwd="/")
         if res.exit_code != 0:
             raise BadRequest(f"upload_dir failed: {res.output}")
 

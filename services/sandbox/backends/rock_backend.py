@@ -53,6 +53,9 @@ class RockBackend(Backend):
         except Exception as e:
             raise SandboxError(f"ROCK start failed: {e}") from e
         self.sandboxes[sandbox_id] = sb
+        mk = await self.exec(sandbox_id, ExecRequest(argv=["mkdir", "-p", "/workspace"], cwd="/", timeout=60))
+        if mk.exit_code != 0:   # ROCK runs nothing with a cwd that does not exist
+            raise SandboxError(f"ROCK sandbox {sandbox_id}: cannot create /workspace: {mk.stderr.decode(errors='replace')}")
         if spec.base_dir:
             buf = io.BytesIO()
             with tarfile.open(fileobj=buf, mode="w") as tf:
