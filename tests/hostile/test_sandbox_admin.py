@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
+import shutil
 import subprocess
 import tarfile
 import tempfile
@@ -41,10 +43,16 @@ def _stop(c: httpx.Client, r: httpx.Response) -> None:
 def test_base_dir_and_image_only_from_allowed_dirs(admin, tmp_path):
     link = tmp_path / "etc-link"
     link.symlink_to("/etc")
+    # a host directory with secrets outside the allowed roots wherever the checkout lives (a CI clone
+    # under /tmp is inside the fixture's allowed tmp root, so REPO/config is probed only when it is not)
+    secrets = Path(tempfile.mkdtemp(prefix="lts-hostile-secrets-", dir="/var/tmp"))
+    (secrets / "keys.yaml").write_text("key: secret\n")
+    outside_tmp = not str(REPO.resolve()).startswith(os.path.realpath(tempfile.gettempdir()) + "/")
+    repo_probes = [{"base_dir": str(REPO / "config")}, {"base_dir": str(REPO)}] if outside_tmp else []
     before = _bases(admin)
     with _http(admin) as c:
-        for body in ({"base_dir": "/etc"}, {"base_dir": "/root"}, {"base_dir": str(REPO / "config")},
-                     {"base_dir": str(REPO)}, {"image": "/etc"}, {"base_dir": str(link)},
+        for body in ({"base_dir": "/etc"}, {"base_dir": "/root"}, {"base_dir": str(secrets)}, *repo_probes,
+                     {"image": "/etc"}, {"image": str(secrets)}, {"base_dir": str(link)},
                      {"base_dir": tempfile.gettempdir() + "/../etc"}):
             r = c.post("/start", json=body)
             _stop(c, r)
@@ -52,6 +60,7 @@ def test_base_dir_and_image_only_from_allowed_dirs(admin, tmp_path):
             assert "outside the allowed base directories" in r.json()["error"], r.text
         assert c.get("/list").status_code == 200
     assert _bases(admin) == before   # nothing was copied into the base cache
+    shutil.rmtree(secrets)
 
 
 def test_repo_git_filter_never_runs_on_the_host(admin, tmp_path, state_root):
