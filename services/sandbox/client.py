@@ -12,6 +12,7 @@ uploaded after start, heartbeat is a status call, reset is unavailable).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import os
@@ -26,6 +27,8 @@ from services.common.sandbox_api import ExecResult
 from .errors import BadRequest, SandboxError, error_for_status
 
 PREFIX = "/apis/envs/sandbox/v1"
+UPSTREAM_LOST = "Upstream server is not reachable"   # ROCK's transient proxy error
+UPSTREAM_RETRIES = 3
 
 
 class SandboxManagerClient:
@@ -69,11 +72,17 @@ class SandboxManagerClient:
         kw: dict[str, Any] = dict(kwargs)
         if timeout is not None:
             kw["timeout"] = httpx.Timeout(timeout, connect=10.0)
-        r = await self._http.request(method, path, **kw)
-        try:
-            data = r.json()
-        except ValueError:
-            raise error_for_status(r.status_code, f"{method} {path}: HTTP {r.status_code}: {r.text[:500]}")
+        for attempt in range(UPSTREAM_RETRIES + 1):
+            r = await self._http.request(method, path, **kw)
+            try:
+                data = r.json()
+            except ValueError:
+                raise error_for_status(r.status_code, f"{method} {path}: HTTP {r.status_code}: {r.text[:500]}")
+            # a real ROCK admin's proxy sometimes loses its keep-alive connection to the sandbox's
+            # rocklet; the request never reached the sandbox, so sending it again is safe
+            if self.flavor != "rock" or UPSTREAM_LOST not in str(data.get("error")) or attempt == UPSTREAM_RETRIES:
+                break
+            await asyncio.sleep(0.5 * (attempt + 1))
         if r.status_code >= 400:
             raise error_for_status(r.status_code, f"{method} {path}: {data.get('error') or data}")
         if data.get("status") != "Success":
