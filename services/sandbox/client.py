@@ -154,11 +154,12 @@ class RemoteSandbox:
     async def execute(self, cmd: str, timeout: float = 60.0, max_output: int = 100_000, cwd: str | None = "/workspace",
                       env: dict[str, str] | None = None, merge_output: bool = False) -> dict[str, Any]:
         """Raw ``execute``: {stdout, stderr, exit_code[, timed_out, truncated, duration_s]}."""
-        body = self._body(command=cmd, timeout=timeout, cwd=cwd, env=env)
         if self.client.flavor == "local":
-            body.update(max_output=max_output, merge_output=merge_output)
-        else:
-            body["shell"] = True   # ROCK runs a string command as one program name otherwise
+            body = self._body(command=cmd, timeout=timeout, cwd=cwd, env=env, max_output=max_output,
+                              merge_output=merge_output)
+        else:   # ROCK runs a string as one program name without shell, and env replaces the whole environment
+            exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in (env or {}).items())
+            body = self._body(command=exports + cmd, timeout=timeout, cwd=cwd, shell=True)
         return await self.client.call("POST", "/execute", json=body, timeout=timeout + self.client.http_margin_s)
 
     async def run(self, cmd: str, timeout: float = 60.0, max_output: int = 100_000, cwd: str = "/workspace",

@@ -94,3 +94,52 @@ def test_sample_task_gold_1_empty_0_in_rock_sandboxes(rock_admin, tmp_path):
     v = e["validation"]
     assert not e["excluded"], e["reason"]
     assert (v["gold_reward"], v["empty_reward"]) == (1.0, 0.0), v
+
+
+def test_one_rollout_in_a_rock_sandbox(rock_admin, tmp_path, tiny_model):
+    """The real agent loop and verifier (in-place grading) in a ROCK sandbox through the
+    flavor="rock" client; the policy answers with the micro task's gold edit → reward 1."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from cookbook.agent import Budgets
+    from cookbook.agent.agent import SampleOut
+    from cookbook.agent.scripted import gold_turns
+    from cookbook.rollout import AgentConfig, Failures, Rollouts
+    from services.sandbox.client import SandboxManagerClient
+    from services.tasks.task import load_dataset
+    from services.tasks.workspace import build_base
+
+    task = next(t for t in load_dataset(REPO / "datasets" / "micro").tasks if t.name.endswith("absolute"))
+    base = tmp_path / "base"
+    build_base(task, base)
+    tok = AutoTokenizer.from_pretrained(str(tiny_model[1]))
+    text = gold_turns(json.loads((task.solution_dir / "edit.json").read_text()), read=False, submit=False)[0]
+
+    class GoldPolicy:
+        async def sample(self, prompt, max_tokens):
+            toks = list(tok.encode(text, add_special_tokens=False)) + [tok.convert_tokens_to_ids("<|im_end|>")]
+            return SampleOut(toks, [0.0] * len(toks), "stop")
+
+    async def main():
+        async with SandboxManagerClient(rock_admin, flavor="rock") as c:
+            async def factory(b):
+                return await c.create(b, image=BASE_IMAGE, limits={"memory_mb": 1024, "cpus": 1})
+            cfg = AgentConfig(tools=["edit"], compact_schemas=True, budgets=Budgets(max_turns=1, max_output_tokens=56))
+            ro = Rollouts(factory, {task.name: base}, tok, cfg, concurrency=1, max_retries=0, grading="in-place")
+            f = Failures()
+            return await asyncio.wait_for(ro.run_one(task, GoldPolicy(), f), 300), f.to_dict()
+    traj, failures = asyncio.run(main())
+    assert traj is not None, failures
+    assert traj.reward == 1.0 and traj.stop_reason != "error", (traj.stop_reason, traj.error, traj.verifier)
+    assert failures == {"infra": 0, "agent": 0, "verifier": 0, "retries": 0}
+    assert rock_containers(rock_admin) == [] or _wait_gone(rock_admin)
+
+
+def _wait_gone(admin) -> bool:
+    import time
+    deadline = time.monotonic() + 15
+    while rock_containers(admin) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    return rock_containers(admin) == []
