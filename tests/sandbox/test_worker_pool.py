@@ -81,3 +81,68 @@ def test_two_workers_placement_and_a_dead_worker(tmp_state, base_repo):
         assert admin.stop() == 0
         assert w2.stop() == 0
     assert not any(wait_no_leftovers(w2).values())
+
+
+def test_rollout_retried_on_the_live_worker_when_its_worker_dies(tmp_state, tiny_model):
+    """Rollouts.run_one over the pool: the worker holding the rollout's sandbox is killed while
+    the policy samples; the agent's next call fails at once (sandbox lost), the rollout is retried
+    in a fresh sandbox, placed on the live worker, and scores the gold edit."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from cookbook.agent import Budgets
+    from cookbook.agent.agent import SampleOut
+    from cookbook.agent.scripted import gold_turns
+    from cookbook.rollout import AgentConfig, Failures, Rollouts
+    from services.tasks.task import load_dataset
+    from services.tasks.workspace import build_base
+
+    from .conftest import REPO
+
+    task = next(t for t in load_dataset(REPO / "datasets" / "micro").tasks if t.name.endswith("absolute"))
+    base = tmp_state / "base"
+    build_base(task, base)
+    tok = AutoTokenizer.from_pretrained(str(tiny_model[1]))
+    text = gold_turns(json.loads((task.solution_dir / "edit.json").read_text()), read=False, submit=False)[0]
+    workers = []
+    for name in ("rollw1", "rollw2"):
+        d = tmp_state / name
+        d.mkdir()
+        port = free_port()
+        workers.append(start_admin(d, name, role="worker", port=port,
+                                   config=write_config(d, port, name, auth={"key": "pool-key"})))
+    w1, w2 = workers
+    cfg = write_config(tmp_state, free_port(), "rolladmin", auth={"key": "pool-key"},
+                       worker={"urls": [w.url for w in workers], "health_interval_s": 0.5})
+    admin = start_admin(tmp_state, "rolladmin", config=cfg, extra_args=["--backend", "worker"])
+    placed = []
+
+    class KillingGoldPolicy:
+        async def sample(self, prompt, max_tokens):
+            if not placed:   # first attempt: its sandbox is on w1 (both empty: config order)
+                placed.append(worker_list(w1))
+                w1.proc.send_signal(signal.SIGKILL)
+                w1.proc.wait()
+            toks = list(tok.encode(text, add_special_tokens=False)) + [tok.convert_tokens_to_ids("<|im_end|>")]
+            return SampleOut(toks, [0.0] * len(toks), "stop")
+
+    try:
+        async def main():
+            async with SandboxManagerClient(admin.url, admin.key) as mgr:
+                async def factory(b):
+                    return await mgr.create(base_dir=b)
+                cfg = AgentConfig(tools=["edit"], compact_schemas=True, budgets=Budgets(max_turns=1, max_output_tokens=56))
+                ro = Rollouts(factory, {task.name: base}, tok, cfg, concurrency=1, max_retries=2, grading="in-place")
+                f = Failures()
+                traj = await asyncio.wait_for(ro.run_one(task, KillingGoldPolicy(), f), 120)
+                return traj, f.to_dict(), worker_list(w2)
+        traj, failures, on_w2 = run(main())
+        assert len(placed[0]) == 1   # the first attempt's sandbox was on the killed worker
+        assert traj is not None and traj.reward == 1.0, traj and (traj.stop_reason, traj.error, traj.verifier)
+        assert failures["retries"] == 1 and failures["infra"] == 0, failures
+        assert on_w2 == []   # the retry's sandbox ran on w2 and was closed
+    finally:
+        assert admin.stop() == 0
+        assert w2.stop() == 0
+    assert not any(wait_no_leftovers(w2).values())
