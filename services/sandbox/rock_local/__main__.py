@@ -172,6 +172,7 @@ def stop(args: argparse.Namespace) -> None:
     if ids:
         subprocess.run([docker, "rm", "-f", *ids], capture_output=True)
     f.unlink()
+    shutil.rmtree(Path("/tmp") / f"lts-rock-{pids['label']}", ignore_errors=True)   # Ray's session files
     print(f"rock_local: stopped ({len(ids)} leftover containers removed)")
 
 
