@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -58,3 +59,4 @@ def rock_admin():
         left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=lts.rock={label}"], capture_output=True,
                               text=True).stdout
         assert not left.strip(), f"ROCK containers left: {left}"
+        shutil.rmtree(state, ignore_errors=True)
