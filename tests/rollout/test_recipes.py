@@ -189,3 +189,29 @@ def test_ppo_kl_penalty_holds_the_policy_near_its_warm_start(warm):
     assert kls["0.5"] < kls["0"], kls
     assert measured["0.5"] < measured["0"], measured
     assert refs == {"0": {"model_path": ck}, "0.5": {"model_path": ck}}, refs
+
+
+def test_grpo_with_mini_swe_agent_from_the_sft_warm_start(warm):
+    """`run.sh grpo --agent mini-swe-agent`: two steps from the SFT warm start, the unmodified harness in
+    each sandbox, its model calls sampled with each step's weights through the in-process ModelService,
+    every rollout graded and captured token-exactly. The warm start taught the builtin agent's format,
+    so rewards may be 0 here (nothing to train): tests/modelservice/test_black_box_rollouts.py trains on
+    such trajectories (nonzero transitions, weights moved) with a stand-in for the model."""
+    from cookbook.agent.trajectory import Trajectory
+
+    tmp, env, init = warm
+    run = _run(env, "grpo", "--agent", "mini-swe-agent", "--preset", "quickstart", *TASKS, "--num-steps", "2",
+               "--group-size", "2", "--groups-per-step", "1", "--init-from", init)
+    res = _json(run / "results" / "grpo" / "result.json")
+    assert res["init_from"] == init and res["config"]["agent"] == "mini-swe-agent" and len(res["steps"]) == 2
+    for s in res["steps"]:
+        assert s["n_rollouts"] == 2 and s["failures"]["infra"] == 0 and s["failures"]["retries"] == 0, s["failures"]
+    rollouts = sorted(run.glob("step_*/rollout_*.json"))
+    assert len(rollouts) == 4
+    for f in rollouts:
+        t = Trajectory.from_json(_json(f)["trajectory"])
+        assert t.turns and len(t.segments) == 1 and t.reward in (0.0, 1.0) and not t.verifier.get("error"), t.summary()
+        seg = t.segments[0]
+        assert seg.n_sampled == sum(len(x.sampled_tokens) for x in t.turns)   # token-exact capture
+        assert seg.tokens[t.turns[0].prompt_len:][:len(t.turns[0].sampled_tokens)] == t.turns[0].sampled_tokens
+    assert not list((REPO / "state" / "modelservice" / "rollouts").glob("*/model.sock"))   # the service stopped
