@@ -3,7 +3,7 @@
 ``rock`` backend without a ROCK cluster.
 
 start: a Ray head on 127.0.0.1, ROCK's host worker rocklet (127.0.0.1), and ROCK's admin (its
-address forced to 127.0.0.1) with templates/rock-admin.yaml, the docker shim (rock_local/docker)
+address forced to 127.0.0.1) with rock_local/admin.yaml.tmpl, the docker shim (rock_local/docker)
 first in its PATH. Prints the admin URL once it answers. Logs: <state>/*.log; pids:
 <state>/pids.json. stop: stops exactly those processes (their process groups) and removes the
 containers this ROCK started (label lts.rock=<key of the state dir>). Never uses `ray stop` or
@@ -97,7 +97,7 @@ def start(args: argparse.Namespace) -> None:
     python_prefix = subprocess.run([str(venv / "bin" / "python"), "-c", "import sys; print(sys.base_prefix)"],
                                    capture_output=True, text=True, check=True).stdout.strip()
     conf = state / "rock-admin.yml"
-    conf.write_text(render(REPO / "templates" / "rock-admin.yaml", {
+    conf.write_text(render(HERE / "admin.yaml.tmpl", {
         "ray_address": f"127.0.0.1:{ray_port}", "ray_tmp": str(ray_tmp), "aes_key": base64.b64encode(secrets.token_bytes(32)).decode(),
         "python_prefix": python_prefix, "venv": str(venv)}))
     env = {**os.environ, "PATH": f"{HERE}:{venv / 'bin'}:{os.environ.get('PATH', '')}", "LTS_REAL_DOCKER": real_docker,
