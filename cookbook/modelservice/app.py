@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from services.common.limits import BodySizeLimit
+from services.common.text import reject_constant, text_problem
 
 from .budget import BudgetExceeded
 from .render import BadRequest
@@ -140,33 +141,11 @@ async def _json_body(request: Request) -> Any:
     lone surrogates included: they would fail later, deep inside, as a 500)."""
     raw = await request.body()
     try:
-        body = json.loads(raw, parse_constant=_no_constant)
+        body = json.loads(raw, parse_constant=reject_constant)
     except (ValueError, RecursionError) as e:
         return _err(400, f"body is not valid JSON: {str(e)[:200]}")
-    bad = _bad_text(body)
+    bad = text_problem(body, allow_nul=True)
     return _err(400, bad) if bad else body
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a number")
-
-
-def _bad_text(value: Any, depth: int = 0) -> str | None:
-    if depth > 64:
-        return "JSON nested too deeply"
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return "lone surrogates are not valid text"
-        return None
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for k, v in items:
-        bad = _bad_text(k, depth + 1) if isinstance(k, str) else None
-        bad = bad or _bad_text(v, depth + 1)
-        if bad:
-            return bad
-    return None
 
 
 def _bad_params(body: dict[str, Any]) -> str | None:

@@ -18,9 +18,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator
 
+from services.common.text import MAX_DEPTH, reject_constant, text_problem
+
 from .errors import BadRequest
 
-MAX_DEPTH = 64
 MAX_METADATA_BYTES = 16 * 1024
 
 
@@ -43,7 +44,7 @@ class Limits:
 def parse_json(raw: bytes) -> Any:
     """``raw`` as JSON, or BadRequest (400) for anything that is not plain, finite, valid text."""
     try:
-        data = json.loads(raw, parse_constant=_no_constant)
+        data = json.loads(raw, parse_constant=reject_constant)
     except RecursionError:
         raise BadRequest(f"request body is nested too deeply (at most {MAX_DEPTH} levels)") from None
     except ValueError as e:
@@ -52,27 +53,10 @@ def parse_json(raw: bytes) -> Any:
     return data
 
 
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not allowed (numbers must be finite)")
-
-
-def check_text(value: Any, where: str = "body", depth: int = 0) -> None:
-    if depth > MAX_DEPTH:
-        raise BadRequest(f"request body is nested too deeply (at most {MAX_DEPTH} levels)")
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise BadRequest(f"{where}: NUL bytes are not allowed in strings")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise BadRequest(f"{where}: lone surrogates are not valid text") from None
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            check_text(k, where, depth + 1)
-            check_text(v, f"{where}.{k}", depth + 1)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            check_text(v, f"{where}[{i}]", depth + 1)
+def check_text(value: Any, where: str = "body") -> None:
+    bad = text_problem(value, where)
+    if bad:
+        raise BadRequest(bad)
 
 
 class _Stored(BaseModel):

@@ -25,6 +25,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, FastAPI, File, Form, Request, UploadFile
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from services.common.text import text_problem
+
 from . import config as sbconfig
 from .backends.base import ExecRequest, bash
 from .errors import BadRequest, PayloadTooLarge
@@ -52,24 +54,11 @@ class _Req(BaseModel):
         return data
 
 
-def check_text(value: Any, where: str, allow_nul: bool = False, depth: int = 0) -> None:
+def check_text(value: Any, where: str, allow_nul: bool = False) -> None:
     """Raise ValueError (a 422) for NUL bytes or lone surrogates anywhere in ``value``."""
-    if depth > 32:
-        raise ValueError(f"{where}: nested too deeply")
-    if isinstance(value, str):
-        if not allow_nul and "\x00" in value:
-            raise ValueError(f"{where}: NUL bytes are not allowed")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(f"{where}: lone surrogates are not valid text") from None
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            check_text(k, where, allow_nul, depth + 1)
-            check_text(v, f"{where}.{k}", allow_nul, depth + 1)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            check_text(v, f"{where}[{i}]", allow_nul, depth + 1)
+    bad = text_problem(value, where, allow_nul=allow_nul, max_depth=32)
+    if bad:
+        raise ValueError(bad)
 
 
 class StartRequest(_Req):
