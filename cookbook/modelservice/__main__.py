@@ -158,6 +158,8 @@ async def build_state(cfg: dict[str, Any], harbor_config: str | None = None):
 async def serve(cfg: dict[str, Any], harbor_config: str | None = None) -> None:
     import uvicorn
 
+    from services.common.server import SignalServer
+
     from .app import build_app
     from .config import resolve
 
@@ -193,7 +195,7 @@ async def serve(cfg: dict[str, Any], harbor_config: str | None = None) -> None:
             log.info("modelservice stopped")
 
     app.router.lifespan_context = lifespan
-    server = _Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5))
+    server = SignalServer(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, server.request_exit)
@@ -206,27 +208,6 @@ async def serve(cfg: dict[str, Any], harbor_config: str | None = None) -> None:
             sock_path.unlink()
     if not server.started:
         raise RuntimeError("modelservice did not start (see the log above)")
-
-
-def _server_class():
-    import uvicorn
-
-    class _Server(uvicorn.Server):
-        """Handle SIGINT/SIGTERM ourselves so a requested stop exits 0 (as services/sandbox)."""
-
-        def capture_signals(self):
-            return contextlib.nullcontext()
-
-        def request_exit(self) -> None:
-            if self.should_exit:
-                self.force_exit = True
-            self.should_exit = True
-
-    return _Server
-
-
-def _Server(config):  # noqa: N802
-    return _server_class()(config)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ from typing import Any
 
 import uvicorn
 
+from services.common.server import SignalServer
+
 from . import config as sbconfig
 
 DESCRIPTION = """Sandbox manager.
@@ -95,7 +97,7 @@ async def serve(role: str, cfg: dict[str, Any], backend_name: str, host: str, po
             log.info("sandbox %s stopped", role)
 
     app.router.lifespan_context = lifespan
-    server = _Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+    server = SignalServer(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                                     lifespan="on", timeout_graceful_shutdown=5))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -103,19 +105,6 @@ async def serve(role: str, cfg: dict[str, Any], backend_name: str, host: str, po
     await server.serve()
     if not server.started:
         raise RuntimeError(f"sandbox {role} did not start (see the log above)")
-
-
-class _Server(uvicorn.Server):
-    """uvicorn re-raises SIGINT/SIGTERM after a graceful shutdown (the process then dies of the
-    signal); we handle them ourselves so a requested stop exits with status 0."""
-
-    def capture_signals(self):
-        return contextlib.nullcontext()
-
-    def request_exit(self) -> None:
-        if self.should_exit:
-            self.force_exit = True
-        self.should_exit = True
 
 
 if __name__ == "__main__":
