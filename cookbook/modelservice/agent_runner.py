@@ -143,7 +143,9 @@ class InProcessModelService:
     async def start(self) -> None:
         import uvicorn
 
-        from .__main__ import _Server, _unix_listener
+        from services.common.server import SignalServer
+
+        from .__main__ import _unix_listener
         from .app import ModelServiceState, build_app
 
         if self._lock is None:
@@ -154,8 +156,8 @@ class InProcessModelService:
             recorder = Recorder(ChatRenderer(self.tokenizer), _NoSampler(), BudgetGuard(self.budgets))
             self.state = ModelServiceState(recorder, "local", key=None)
             listener = _unix_listener(self.socket_path)
-            # _Server leaves the signals to the recipe
-            self._server = _Server(uvicorn.Config(build_app(self.state), log_config=None, access_log=False,
+            # SignalServer leaves the signals to the recipe
+            self._server = SignalServer(uvicorn.Config(build_app(self.state), log_config=None, access_log=False,
                                                   lifespan="off"))
             self._task = asyncio.create_task(self._serve(listener))
             while not self._server.started:
