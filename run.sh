@@ -3,6 +3,7 @@
 #
 #   bash run.sh quickstart            set everything up (offline-capable) and train the embedded default: sft, then grpo
 #   bash run.sh test [pytest args]    the test suite (what CI runs)
+#   bash run.sh lint                  ruff, mypy over the typed core, the import rules (CI runs it before the tests)
 #   bash run.sh rollout --task-id ID  evaluate an agent on tasks      (see: bash run.sh rollout --help)
 #   bash run.sh sft|grpo|ppo|ppo-kl   train an SWE agent              (see: bash run.sh grpo --help)
 #   bash run.sh export CHECKPOINT --out DIR [--adapter]   a checkpoint -> Hugging Face model dir (or PEFT adapter)
@@ -26,6 +27,17 @@ case "$mode" in
     rc=$?
     set -e
     [[ $rc -eq 5 ]] && { echo "run.sh: no tests were collected" >&2; exit 1; }
+    exit $rc ;;
+  lint)  # each check runs even when an earlier one fails; exit 1 when any failed
+    need_control
+    rc=0
+    echo "[lint] ruff check (pyproject.toml [tool.ruff])"
+    .venv-control/bin/python -m ruff check . || rc=1
+    echo "[lint] mypy over the typed core (pyproject.toml [tool.mypy])"
+    .venv-control/bin/python -m mypy || rc=1
+    echo "[lint] import rules (tests/test_imports.py)"
+    .venv-control/bin/python -m pytest -q tests/test_imports.py || rc=1
+    [[ $rc -eq 0 ]] && echo "[lint] all passed" || echo "run.sh lint: failed (see above)" >&2
     exit $rc ;;
   quickstart)
     step() {  # step N WHAT FIX CMD...: on failure, name the step and the fix
@@ -51,6 +63,6 @@ case "$mode" in
   export)
     [[ -x .venv-runtime/bin/python ]] || { echo "run.sh: run 'bash setup.sh runtime' first" >&2; exit 1; }
     exec .venv-runtime/bin/python -m services.backend.export "$@" ;;
-  -h|--help|help|"") sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$mode" ]] ;;
-  *) echo "run.sh: unknown mode '$mode' (quickstart | test | rollout | sft | grpo | ppo | ppo-kl | export)" >&2; exit 2 ;;
+  -h|--help|help|"") sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$mode" ]] ;;
+  *) echo "run.sh: unknown mode '$mode' (quickstart | test | lint | rollout | sft | grpo | ppo | ppo-kl | export)" >&2; exit 2 ;;
 esac
