@@ -13,11 +13,11 @@ second), and the large request's total time. Goal: worst wait < 5 s.
 from __future__ import annotations
 
 import argparse
-import warnings
 import sys
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

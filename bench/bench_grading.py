@@ -30,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from services.sandbox.client import SandboxManagerClient  # noqa: E402
 from services.tasks.cleangrade import base_commit, extract_patch, grade_patch  # noqa: E402
 from services.tasks.task import load_dataset  # noqa: E402
 from services.tasks.verifier import verify  # noqa: E402
@@ -111,7 +112,6 @@ async def clean(factory, base, task, gold) -> tuple[float, float, dict[str, floa
 
 
 async def main_async(a) -> None:
-    from services.sandbox.client import SandboxManagerClient
 
     tmp = Path(tempfile.mkdtemp(prefix="lts-bench-grading-"))
     tmp.chmod(0o755)

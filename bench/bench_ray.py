@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from services.backend.codec import Datum, FwdBwdRequest  # noqa: E402
+from services.backend.ray_runtime import RayRuntime  # noqa: E402
 from services.backend.runtime import Runtime, TrainConfig, validate_adam  # noqa: E402
 
 MODEL = ROOT / "models" / "qwen3-tiny-xs"
@@ -51,7 +52,6 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    from services.backend.ray_runtime import RayRuntime
 
     rng = np.random.default_rng(0)
     data = []

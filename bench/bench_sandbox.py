@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from services.sandbox.backends.base import ExecRequest, SandboxSpec  # noqa: E402
+from services.sandbox.backends.docker_backend import DockerBackend  # noqa: E402
+from services.sandbox.client import SandboxManagerClient  # noqa: E402
+from services.sandbox.local.backend import LocalBackend  # noqa: E402
 from services.sandbox.local.namespace import ensure_private_namespace  # noqa: E402
 
 
@@ -74,8 +77,6 @@ async def throughput_plain(repo: Path, n: int) -> tuple[float, int]:
 
 
 async def local_inprocess(n: int, repo: Path, state: Path) -> list[float]:
-    from services.sandbox.backends.base import ExecRequest, SandboxSpec
-    from services.sandbox.local.backend import LocalBackend
     b = LocalBackend(state, worker_name="bench")
     await b.start()
     spec = SandboxSpec(base_dir=str(repo))
@@ -99,7 +100,6 @@ async def via_admin(n: int, conc: int, repo: Path, state: Path) -> tuple[list[fl
     import httpx
     import yaml
 
-    from services.sandbox.client import SandboxManagerClient
     port = 18000 + os.getpid() % 1000
     cfg = state / "admin.yaml"
     cfg.write_text(yaml.safe_dump({"auth": {"key": "bench"}, "admin": {"port": port, "log_file": str(state / "a.log")},
@@ -150,7 +150,6 @@ async def via_admin(n: int, conc: int, repo: Path, state: Path) -> tuple[list[fl
 
 async def first_exec(backend, spec, n: int, conc: int, tag: str) -> list[float]:
     """create -> first `true` latency of ``n`` sandboxes, ``conc`` at a time (each destroyed after)."""
-    from services.sandbox.backends.base import ExecRequest
     sem = asyncio.Semaphore(conc)
     lat: list[float] = []
 
@@ -172,9 +171,6 @@ async def first_exec(backend, spec, n: int, conc: int, tag: str) -> list[float]:
 async def docker_vs_local(n: int, image: str, repo: Path, state: Path) -> None:
     import docker
 
-    from services.sandbox.backends.base import SandboxSpec
-    from services.sandbox.backends.docker_backend import DockerBackend
-    from services.sandbox.local.backend import LocalBackend
     dk = DockerBackend(docker.from_env(timeout=300), worker_name=f"bench{os.getpid()}")
     lb = LocalBackend(state, worker_name="bench-docker-vs-local")
     await dk.start()

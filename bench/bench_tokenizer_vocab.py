@@ -23,6 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from services.models.loading import load_model_and_tokenizer
+from services.models.tiny import make_tiny
+
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -91,9 +94,6 @@ def main() -> int:
     a = ap.parse_args()
 
     import torch
-
-    from services.models.loading import load_model_and_tokenizer
-    from services.models.tiny import make_tiny
 
     torch.set_num_threads(a.threads)
     results: dict[str, dict] = {}

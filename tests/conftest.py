@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import REPO, BackendProc, ensure_tiny_model  # noqa: E402
+import shutil
+import subprocess
+import tempfile
+
+import yaml
+
+from helpers import REPO, BackendProc, SandboxAdminProc, ensure_tiny_model, free_port  # noqa: E402
+from services.common.procs import stop, wait_healthy
 
 os.environ.setdefault("HF_HOME", str(REPO / "hf-home"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -39,10 +46,6 @@ def backend(tmp_path_factory, tiny_model):
 @pytest.fixture(scope="session")
 def sandbox_admin(tmp_path_factory):
     """One sandbox manager (local bubblewrap backend) for the whole test session."""
-    from helpers import SandboxAdminProc
-
-    import shutil
-    import tempfile
 
     d = Path(tempfile.mkdtemp(prefix="lts-sbx-test-"))
     d.chmod(0o755)  # the sandbox uid must be able to traverse to its workspace
@@ -61,13 +64,6 @@ def isolated_config(tiny_model):
 
 @contextlib.contextmanager
 def _isolated_config():
-    import shutil
-    import subprocess
-    import tempfile
-
-    import yaml
-
-    from helpers import free_port
 
     tmp = Path(tempfile.mkdtemp(prefix="lts-runsh-"))
     tmp.chmod(0o755)
@@ -103,11 +99,6 @@ def running_module(tiny_model):
 
 @contextlib.contextmanager
 def _running(tmp, cfg):
-    import subprocess
-
-    import yaml
-
-    from services.common.procs import stop, wait_healthy
 
     env = dict(os.environ, LTS_CONFIG_DIR=str(cfg), LTS_RUNS_DIR=str(tmp / "runs"))
     env.pop("TINKER_API_KEY", None)

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from services.common.procs import stop, wait_healthy
+from services.sandbox.client import SandboxManagerClient
 
 REPO = Path(__file__).resolve().parents[1]
 RUNTIME_PY = os.environ.get("LTS_RUNTIME_PYTHON", str(REPO / ".venv-runtime" / "bin" / "python"))
@@ -111,7 +112,6 @@ class SandboxAdminProc:
         return self
 
     def client(self):
-        from services.sandbox.client import SandboxManagerClient
 
         return SandboxManagerClient(self.url, self.key)
 

@@ -43,8 +43,8 @@ class Policy(Protocol):
 class TinkerPolicy:
     """Samples through an official tinker SamplingClient (one sequence per call)."""
 
-    def __init__(self, sampling_client, stop_token_ids: list[int], temperature: float = 1.0, top_p: float = 1.0,
-                 seed: int | None = None):
+    def __init__(self, sampling_client: Any, stop_token_ids: list[int], temperature: float = 1.0, top_p: float = 1.0,
+                 seed: int | None = None) -> None:
         self.client = sampling_client
         self.stop = list(stop_token_ids)
         self.temperature, self.top_p = temperature, top_p
@@ -85,9 +85,9 @@ def elide_observations(messages: list[dict[str, Any]], keep: int) -> bool:
 
 
 class SWEAgent:
-    def __init__(self, policy: Policy, tokenizer, budgets: Budgets | None = None, tools: list[str] | None = None,
+    def __init__(self, policy: Policy, tokenizer: Any, budgets: Budgets | None = None, tools: list[str] | None = None,
                  system_prompt: str = SYSTEM_PROMPT, test_command: str = "python -m pytest -q -x -p no:cacheprovider",
-                 compact_schemas: bool = False):
+                 compact_schemas: bool = False) -> None:
         self.policy = policy
         self.tok = tokenizer
         self.budgets = budgets or Budgets()

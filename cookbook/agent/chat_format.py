@@ -22,7 +22,7 @@ TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 TOOL_CALL_BLOCK = re.compile(re.escape(TOOL_CALL_OPEN) + r"(.*?)(" + re.escape(TOOL_CALL_CLOSE) + r"|$)", re.S)
 
 
-def eos_id(tokenizer) -> int:
+def eos_id(tokenizer: Any) -> int:
     """The id of ``<|im_end|>``; a ValueError for a tokenizer without it (not a Qwen3/ChatML model)."""
     i = tokenizer.convert_tokens_to_ids(IM_END)
     if not isinstance(i, int) or i == getattr(tokenizer, "unk_token_id", None):
@@ -30,7 +30,7 @@ def eos_id(tokenizer) -> int:
     return i
 
 
-def stop_ids(tokenizer) -> list[int]:
+def stop_ids(tokenizer: Any) -> list[int]:
     """Tokens that end an assistant turn: ``<|im_end|>``, and ``<|endoftext|>`` where it is another token."""
     eos = eos_id(tokenizer)
     pad = tokenizer.convert_tokens_to_ids(END_OF_TEXT)

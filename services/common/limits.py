@@ -8,6 +8,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
 
 class BodyTooLarge(Exception):
     pass
@@ -16,10 +18,10 @@ class BodyTooLarge(Exception):
 class BodySizeLimit:
     """``error_body(max_bytes)`` builds the JSON error in the service's own format."""
 
-    def __init__(self, app, max_bytes: int, error_body: Callable[[int], Any]):
+    def __init__(self, app: ASGIApp, max_bytes: int, error_body: Callable[[int], Any]) -> None:
         self.app, self.max_bytes, self.error_body = app, max_bytes, error_body
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         for name, value in scope.get("headers", []):
@@ -28,7 +30,7 @@ class BodySizeLimit:
         seen = 0
         started = False
 
-        async def limited_receive():
+        async def limited_receive() -> Message:
             nonlocal seen
             message = await receive()
             if message["type"] == "http.request":
@@ -37,7 +39,7 @@ class BodySizeLimit:
                     raise BodyTooLarge()
             return message
 
-        async def tracking_send(message):
+        async def tracking_send(message: Message) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)
@@ -48,7 +50,7 @@ class BodySizeLimit:
             if not started:
                 await self._reject(send)
 
-    async def _reject(self, send) -> None:
+    async def _reject(self, send: Send) -> None:
         body = json.dumps(self.error_body(self.max_bytes)).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from pathlib import Path
 
 
@@ -37,7 +38,6 @@ class RateLimitFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:
             return True
-        import time
         key = (record.name, str(record.msg))
         now = time.monotonic()
         start, passed, dropped = self._seen.get(key, (now, 0, 0))

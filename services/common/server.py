@@ -5,13 +5,15 @@ shutdown otherwise, and the process dies of it)."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Generator
 
 import uvicorn
 
 
 class SignalServer(uvicorn.Server):
-    def capture_signals(self):
-        return contextlib.nullcontext()
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
 
     def request_exit(self) -> None:
         if self.should_exit:

@@ -3,12 +3,12 @@ fail later, deep inside, as a 500), nesting deeper than ``MAX_DEPTH``, and NaN/I
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 MAX_DEPTH = 64
 
 
-def reject_constant(name: str):
+def reject_constant(name: str) -> NoReturn:
     """``json.loads(..., parse_constant=reject_constant)``: NaN, Infinity, -Infinity are errors."""
     raise ValueError(f"{name} is not allowed (numbers must be finite)")
 

@@ -7,23 +7,25 @@ import json
 import sys
 from pathlib import Path
 
-from .tiny import DEFAULT_SIZE, DEFAULT_VOCAB, SIZES, default_model_id
+from services.common.paths import MODELS_DIR
+
+from .cookbook_compat import run_module
+from .hf_cache import hub_cache_dir, register
+from .loading import load_model_and_tokenizer, model_facts, resolve_model_path
+from .tiny import DEFAULT_SIZE, DEFAULT_VOCAB, SIZES, default_model_id, make_tiny
 from .tokenizer import VOCABS
 
 
 def _cmd_make_tiny(a: argparse.Namespace) -> int:
-    from .tiny import make_tiny
 
     name = a.name or default_model_id(a.size, a.vocab)
     if a.out:
         out = Path(a.out)
     else:
-        from services.common.paths import MODELS_DIR
 
         out = MODELS_DIR / name.split("/", 1)[-1]
     meta = make_tiny(out, name=name, size=a.size, vocab=a.vocab, seed=a.seed)
     if a.register:
-        from .hf_cache import register
 
         meta["hf_cache_snapshot"] = str(register(out, name, hf_home=a.hf_home))
     print(json.dumps(meta, indent=2))
@@ -31,7 +33,6 @@ def _cmd_make_tiny(a: argparse.Namespace) -> int:
 
 
 def _cmd_register(a: argparse.Namespace) -> int:
-    from .hf_cache import hub_cache_dir, register
 
     snap = register(a.path, a.name, hf_home=a.hf_home, mode=a.mode)
     print(json.dumps({"name": a.name, "snapshot": str(snap), "hub_cache": str(hub_cache_dir(a.hf_home)),
@@ -42,7 +43,6 @@ def _cmd_register(a: argparse.Namespace) -> int:
 
 
 def _cmd_info(a: argparse.Namespace) -> int:
-    from .loading import load_model_and_tokenizer, model_facts, resolve_model_path
 
     path = resolve_model_path(a.model, a.hf_home)
     model, tok = load_model_and_tokenizer(path, "cpu", "auto")
@@ -54,7 +54,6 @@ def _cmd_info(a: argparse.Namespace) -> int:
 
 
 def _cmd_cookbook(a: argparse.Namespace) -> int:
-    from .cookbook_compat import run_module
 
     run_module(a.module, a.args)
     return 0

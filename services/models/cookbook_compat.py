@@ -16,6 +16,10 @@ every other name goes to the original function unchanged.
 from __future__ import annotations
 
 import json
+import runpy
+import sys
+
+from .hf_cache import registered_path
 
 LOCAL_ORG = "local"
 DEFAULT_RENDERER = "qwen3_instruct"
@@ -23,8 +27,6 @@ DEFAULT_RENDERER = "qwen3_instruct"
 
 def local_model_attributes(model_name: str):
     from tinker_cookbook.model_info import ModelAttributes
-
-    from .hf_cache import registered_path
 
     base = model_name.split(":", 1)[0]
     meta: dict = {}
@@ -56,8 +58,6 @@ def install() -> None:
 
 def run_module(module: str, args: list[str]) -> None:
     """``install()`` then run ``module`` as ``__main__`` with ``args`` (chz/argparse see them as argv)."""
-    import runpy
-    import sys
 
     install()
     sys.argv = [module, *args]

@@ -20,6 +20,8 @@ import re
 import shutil
 from pathlib import Path
 
+from services.common.paths import HF_HOME
+
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 LINK_THRESHOLD_BYTES = 256 * 2**20   # "auto" mode: copy below this total size, symlink above
 
@@ -30,7 +32,6 @@ def hub_cache_dir(hf_home: str | Path | None = None) -> Path:
         return Path(hf_home).expanduser().resolve() / "hub"
     if os.environ.get("HF_HUB_CACHE"):
         return Path(os.environ["HF_HUB_CACHE"]).expanduser().resolve()
-    from services.common.paths import HF_HOME
 
     return Path(HF_HOME).expanduser().resolve() / "hub"
 

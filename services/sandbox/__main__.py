@@ -13,9 +13,16 @@ from typing import Any
 
 import uvicorn
 
+from services.common.logs import setup_logging
 from services.common.server import SignalServer
 
 from . import config as sbconfig
+from .admin import build_app
+from .backends import make_backend
+from .local.namespace import ensure_private_namespace
+from .manager import LifecycleConfig, SandboxManager
+from .store import Store
+from .worker import build_worker_app
 
 DESCRIPTION = """Sandbox manager.
   admin   HTTP API (ROCK sandbox API subset), lifecycle, leases, reaper; runs sandboxes itself
@@ -45,9 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     backend_name = args.backend or section.get("backend", "local")
     if backend_name == "local":
         # Must happen before any thread exists: re-executes this command in a private mount ns.
-        from .local.namespace import ensure_private_namespace
         ensure_private_namespace()
-    from services.common.logs import setup_logging
     log_file = args.log_file or section.get("log_file") or f"state/logs/sandbox-{args.role}.log"
     log = setup_logging(f"sandbox-{args.role}", sbconfig.resolve(log_file), args.log_level)
     host = args.host or section.get("host", "127.0.0.1")
@@ -61,15 +66,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def serve(role: str, cfg: dict[str, Any], backend_name: str, host: str, port: int) -> None:
-    from .backends import make_backend
     log = logging.getLogger(f"sandbox-{role}")
     cfg = dict(cfg)
     cfg["worker_name"] = (cfg.get("worker") or {}).get("name", "local")
     backend = make_backend(backend_name, cfg)
     if role == "admin":
-        from .admin import build_app
-        from .manager import LifecycleConfig, SandboxManager
-        from .store import Store
         store = Store(Path(cfg["state_dir"]) / "admin.db")
         service = SandboxManager(backend, store, LifecycleConfig.from_mapping(cfg.get("lifecycle")),
                                  sbconfig.default_limits(cfg), images=cfg.get("images") or {},
@@ -77,7 +78,6 @@ async def serve(role: str, cfg: dict[str, Any], backend_name: str, host: str, po
         app = build_app(service, cfg)
         start, stop = service.start, service.shutdown
     else:
-        from .worker import build_worker_app
         app = build_worker_app(backend, cfg)
         start, stop = backend.start, backend.shutdown
 

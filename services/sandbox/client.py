@@ -18,10 +18,12 @@ import io
 import os
 import shlex
 import tarfile
+import time
 from typing import Any
 
 import httpx
 
+from services.common.config import load_config
 from services.common.sandbox_api import ExecResult
 
 from .errors import BadRequest, SandboxError, error_for_status
@@ -51,7 +53,6 @@ class SandboxManagerClient:
     @classmethod
     def from_config(cls, path: str | None = None) -> "SandboxManagerClient":
         """From the ``sandbox:`` section of config/harbor.yaml (templates/harbor.yaml)."""
-        from services.common.config import load_config
         s = load_config("harbor", path).get("sandbox") or {}
         key = os.environ.get("LTS_SANDBOX_KEY") or s.get("key")
         return cls(s.get("base_url", "http://127.0.0.1:18080"), key, key_header=s.get("key_header", "X-Key"),
@@ -230,8 +231,6 @@ class RemoteSandbox:
         return await self.client.call("GET", "/get_status", params={"sandbox_id": self.sandbox_id})
 
     async def wait_alive(self, timeout: float = 120.0) -> None:
-        import asyncio
-        import time
         deadline = time.monotonic() + timeout
         while not (await self.status()).get("is_alive"):
             if time.monotonic() > deadline:

@@ -25,6 +25,8 @@ from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 
 from services.sandbox.client import SandboxManagerClient
+from services.sandbox.docker_images import docker_client, task_image
+from services.tasks.task import load_task
 
 
 class LtsSandboxEnvironment(BaseEnvironment):
@@ -43,8 +45,6 @@ class LtsSandboxEnvironment(BaseEnvironment):
             raise FileNotFoundError(f"{self.environment_dir}/Dockerfile is missing (and no [environment].docker_image)")
 
     async def start(self, force_build: bool) -> None:
-        from services.sandbox.docker_images import docker_client, task_image
-        from services.tasks.task import load_task
 
         task = load_task(self.environment_dir.parent)
         image = await asyncio.to_thread(task_image, docker_client(), task)

@@ -291,7 +291,7 @@ class SandboxManager:
             if why:
                 await self._destroy(sid, "expired", f"{why} expired")
                 reaped.append(sid)
-        for key, entries in self._pool.items():
+        for entries in self._pool.values():
             for entry in [e for e in entries if time.monotonic() - e[1] > self.cfg.warm_pool_max_age_s]:
                 entries.remove(entry)
                 await self.backend.destroy(entry[0])

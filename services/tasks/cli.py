@@ -9,6 +9,8 @@
         Synthesise SWE-style tasks from any local Python repository.
     prepare_sandbox.py write-micro [--dest datasets/micro]
         Regenerate the micro task set from services/tasks/micro.py.
+    prepare_sandbox.py write-multiturn [--dest datasets/multiturn]
+        Regenerate the multiturn task set (--preset agent) from services/tasks/multiturn.py.
     prepare_sandbox.py grade TASK_DIR --patch FILE [--backend local|docker] [--sandbox SPEC]
         Score a patch (a model's, SWE-bench-harness style) in a fresh sandbox from the task's base:
         prints one JSON object (reward, flags, per-test outcomes); exit 0 iff reward 1.
@@ -26,21 +28,31 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import json
 import sys
 from pathlib import Path
 
 from services.common.paths import DATASETS_DIR, REPO_ROOT
+from services.sandbox.client import SandboxManagerClient
+
+from .cleangrade import grade_patch
+from .hostsandbox import host_sandbox_factory
+from .micro import SPECS, write_micro_dataset
+from .multiturn import tasks, write_multiturn_dataset
+from .prepare import ImageRef, base_of, prepare_tasks
+from .real import build_real
+from .swebench_sample import write_sample
+from .synth import synthesize
+from .task import TaskError, load_dataset, load_task
 
 DEFAULT_OUT = REPO_ROOT / "sandbox-preparation"
 
 
 def _manager_factory():
     """Sandboxes from the sandbox manager (services.sandbox; config/harbor.yaml ``sandbox:``)."""
-    from services.sandbox.client import SandboxManagerClient
     clients: dict = {}
 
     async def factory(base):
-        from .prepare import ImageRef
         loop = asyncio.get_running_loop()  # one HTTP client per event loop (one per target)
         if loop not in clients:
             clients[loop] = SandboxManagerClient.from_config()
@@ -54,7 +66,6 @@ def _factory(spec: str):
     """``host`` (dev fallback, no isolation), ``manager`` (the sandbox manager) or
     ``module:callable`` (an async callable: base_dir -> Sandbox)."""
     if spec == "host":
-        from .hostsandbox import host_sandbox_factory
         return host_sandbox_factory
     if spec == "manager":
         return _manager_factory()
@@ -86,16 +97,12 @@ def cmd_prepare(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     sandbox = a.sandbox or ("manager" if a.backend == "docker" else "host")
 
-    from .prepare import prepare_tasks
-    from .task import load_dataset
-
     factory = _factory(sandbox) if a.validate else None
     excluded = 0
     for target in a.targets:
         if target == "micro":
             path, name = DATASETS_DIR / "micro", "micro"
         elif target == "real":
-            from .real import build_real
             path, name = build_real(a.out, only=a.only, force=a.force), "real"
         else:
             path, name = Path(target), Path(target).stem
@@ -128,7 +135,6 @@ def cmd_synth(argv: list[str]) -> int:
     ap.add_argument("--validate", action="store_true", help="also prepare + validate into --prep-out")
     ap.add_argument("--prep-out", type=Path, default=DEFAULT_OUT)
     a = ap.parse_args(argv)
-    from .synth import synthesize
     res = synthesize(a.repo, a.out, src=a.src, tests=a.tests, pythonpath=a.pythonpath, n=a.n, seed=a.seed,
                      org=a.org, package=a.package, max_f2p=a.max_f2p, n_p2p=a.p2p)
     print(f"{len(res.tasks)} task(s) written to {a.out} (tried {res.tried} mutations, rejected {res.rejected})")
@@ -141,9 +147,17 @@ def cmd_write_micro(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="prepare_sandbox.py write-micro")
     ap.add_argument("--dest", type=Path, default=DATASETS_DIR / "micro")
     a = ap.parse_args(argv)
-    from .micro import SPECS, write_micro_dataset
     write_micro_dataset(a.dest)
     print(f"{len(SPECS)} micro tasks written to {a.dest}")
+    return 0
+
+
+def cmd_write_multiturn(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="prepare_sandbox.py write-multiturn")
+    ap.add_argument("--dest", type=Path, default=DATASETS_DIR / "multiturn")
+    a = ap.parse_args(argv)
+    write_multiturn_dataset(a.dest)
+    print(f"{len(tasks())} multiturn tasks written to {a.dest}")
     return 0
 
 
@@ -151,7 +165,6 @@ def cmd_write_swebench_sample(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="prepare_sandbox.py write-swebench-sample")
     ap.add_argument("--dest", type=Path, default=DATASETS_DIR / "swebench-sample")
     a = ap.parse_args(argv)
-    from .swebench_sample import write_sample
     tasks = write_sample(a.dest)
     print(f"{len(tasks)} SWE-bench-style tasks written to {a.dest}")
     return 0
@@ -171,11 +184,6 @@ def cmd_grade(argv: list[str]) -> int:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="preparation dir (default: %(default)s)")
     ap.add_argument("--verifier-timeout", type=float, help="override [verifier].timeout_sec")
     a = ap.parse_args(argv)
-    import json
-
-    from .cleangrade import grade_patch
-    from .prepare import base_of, prepare_tasks
-    from .task import TaskError, load_task
 
     try:
         task = load_task(a.task)
@@ -217,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_synth(argv[1:])
     if argv and argv[0] == "write-micro":
         return cmd_write_micro(argv[1:])
+    if argv and argv[0] == "write-multiturn":
+        return cmd_write_multiturn(argv[1:])
     return cmd_prepare(argv)
 
 

@@ -34,11 +34,14 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from services.common.sandbox_api import Sandbox
+from services.sandbox.docker_images import SCRUB_VERSION, docker_client, task_image
 
 from .config import resolve_env
+from .hostsandbox import host_sandbox_factory
 from .task import Task, TaskError, combined_hash
 from .verifier import verify
 from .workspace import build_base, changed_blobs, check_history
+
 
 class ImageRef(str):
     """A docker image name handed to a sandbox factory instead of a base directory; ``commit`` is
@@ -165,7 +168,6 @@ def _source_of(task: Task) -> dict[str, Any]:
 
 def _image_present(docker: Any, base: dict[str, Any]) -> bool:
     """A scrubbed image of the current scrub version is on the Docker host."""
-    from services.sandbox.docker_images import SCRUB_VERSION
     image = base.get("image")
     if not image or base.get("scrub_version") != SCRUB_VERSION:
         return False
@@ -177,7 +179,6 @@ def _image_present(docker: Any, base: dict[str, Any]) -> bool:
 
 
 def _build_image_base(task: Task, docker: Any) -> dict[str, Any]:
-    from services.sandbox.docker_images import task_image
     env = task.config.environment
     return {**task_image(docker, task), "limits": {"cpus": float(env.cpus), "memory_mb": int(env.memory_mb)}}
 
@@ -209,7 +210,6 @@ async def prepare_tasks(tasks: list[Task], out_dir: Path, *, validate: bool = Fa
     manifest = load_manifest(out_dir)
     entries: dict[str, Any] = manifest["tasks"]
     if validate and factory is None:
-        from .hostsandbox import host_sandbox_factory
         factory = host_sandbox_factory
 
     if prune and dataset is not None:  # forget tasks that left this dataset
@@ -223,7 +223,6 @@ async def prepare_tasks(tasks: list[Task], out_dir: Path, *, validate: bool = Fa
     bar = _progress(len(tasks), "validate" if validate else "prepare", progress)
     counts = {"cached": 0, "built": 0, "validated": 0, "excluded": 0}
     if backend == "docker" and docker is None and any(t.in_image for t in tasks):
-        from services.sandbox.docker_images import docker_client
         docker = docker_client()
 
     async def one(task: Task) -> None:

@@ -18,6 +18,7 @@ Layout written by :func:`write_swe_task`::
 
 from __future__ import annotations
 
+import difflib
 import json
 import shutil
 from pathlib import Path
@@ -161,7 +162,6 @@ def write_swe_task(dest: Path, *, name: str, instruction: str, gold_patch: str,
 
 def unified_diff(path: str, old: str, new: str) -> str:
     """A git-style unified diff of one file (``a/path`` → ``b/path``)."""
-    import difflib
     lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                  fromfile=f"a/{path}", tofile=f"b/{path}", n=3)
     text = "".join(l if l.endswith("\n") else l + "\n\\ No newline at end of file\n" for l in lines)

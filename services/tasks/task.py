@@ -253,14 +253,14 @@ def load_dataset(path: str | Path, split: str | None = None) -> Dataset:
         if not isinstance(entries, list):
             raise ValueError(f"{manifest}: 'tasks' must be a list")
         ds = Dataset(name=data.get("name", manifest.parent.name), root=manifest.parent)
-        for i, e in enumerate(entries):
-            rel = e if isinstance(e, str) else e.get("path") if isinstance(e, dict) else None
+        for i, entry in enumerate(entries):
+            rel = entry if isinstance(entry, str) else entry.get("path") if isinstance(entry, dict) else None
             if not isinstance(rel, str):
                 ds.errors.append((manifest, f"tasks[{i}]: needs a 'path'"))
                 continue
             task = _add(ds, manifest.parent / rel)
-            if task is not None and isinstance(e, dict) and e.get("split"):
-                ds.splits.setdefault(e["split"], []).append(task.name)
+            if task is not None and isinstance(entry, dict) and entry.get("split"):
+                ds.splits.setdefault(entry["split"], []).append(task.name)
     elif p.is_dir():
         ds = Dataset(name=p.name, root=p)
         for toml in sorted(p.rglob("task.toml")):

@@ -74,7 +74,7 @@ def _export_commit(task: Task, repo: Path, commit: str, dest: Path) -> None:
         entries.append((mode, sha, parts))
     out = git(["cat-file", "--batch"], cwd=repo, input=b"".join(sha + b"\n" for _, sha, _ in entries)).stdout
     pos = 0
-    for mode, sha, parts in entries:
+    for mode, _sha, parts in entries:
         end = out.index(b"\n", pos)
         size = int(out[pos:end].split()[2])
         data = out[end + 1: end + 1 + size]

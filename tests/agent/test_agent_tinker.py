@@ -9,19 +9,17 @@ import asyncio
 import numpy as np
 import tinker
 from tinker import types
+from transformers import AutoTokenizer
 
 from cookbook.agent import Budgets, SWEAgent
 from cookbook.agent.agent import TinkerPolicy
+from helpers import REPO
 from services.tasks.hostsandbox import HostSandbox
 from services.tasks.task import load_dataset
 from services.tasks.workspace import build_base
 
-from helpers import REPO
-
 
 def test_sampled_multi_turn_rollout_is_token_exact(backend, tmp_path):
-    from transformers import AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(str(backend.model_path))
     task = load_dataset(REPO / "datasets" / "micro").tasks[0]
     build_base(task, tmp_path / "base")

@@ -9,6 +9,7 @@ import json
 
 import pytest
 from tinker_cookbook import renderers
+from transformers import AutoTokenizer
 
 from cookbook.agent.chat_format import IM_END, eos_id, stop_ids, tool_call_text, tool_response_turn
 from cookbook.agent.parser import parse_tool_calls
@@ -21,8 +22,6 @@ MESSAGES = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "co
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model):
-    from transformers import AutoTokenizer
-
     return AutoTokenizer.from_pretrained(str(tiny_model[1]))
 
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from unittest import mock
 
-from cookbook.rollout import AgentConfig, Rollouts
+import cookbook.rollout as rollout_mod
+from cookbook.rollout import AgentConfig, Rollouts, _WriteLog
+from helpers import REPO
 from services.tasks.cleangrade import base_commit, extract_patch
 from services.tasks.hostsandbox import HostSandbox
 from services.tasks.task import load_dataset
 from services.tasks.workspace import build_base
-
-from helpers import REPO
 
 
 def _with_gold_edit(text: str, edit: dict) -> str:
@@ -101,9 +102,6 @@ def test_a_git_clean_filter_does_not_make_a_buggy_workspace_look_fixed(tmp_path,
 
 
 def test_concurrent_identical_workspaces_are_graded_once(tmp_path, tiny_model):
-    from unittest import mock
-
-    import cookbook.rollout as rollout_mod
 
     task = load_dataset(REPO / "datasets" / "micro").tasks[0]
     base = tmp_path / "base"
@@ -134,9 +132,6 @@ def test_concurrent_identical_workspaces_are_graded_once(tmp_path, tiny_model):
 def test_write_only_agents_are_keyed_by_their_writes_without_running_anything(tmp_path, tiny_model):
     """With edit-only tools a repeated write sequence is a cache hit with no command in the sandbox
     (no patch to take); a failed write, or a tool that can change files another way, keys by the patch."""
-    from unittest import mock
-
-    from cookbook.rollout import _WriteLog
 
     task = load_dataset(REPO / "datasets" / "micro").tasks[0]
     base = tmp_path / "base"

@@ -5,22 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import chz
-import pytest
+from tinker_cookbook import renderers
+from tinker_cookbook.rl import train as rl_train
+from tinker_cookbook.rl.problem_env import ProblemEnv, ProblemGroupBuilder
+from tinker_cookbook.rl.types import RLDataset, RLDatasetBuilder
+from tinker_cookbook.supervised import train as sl_train
+from tinker_cookbook.supervised.data import FromConversationFileBuilder
+from tinker_cookbook.supervised.types import ChatDatasetBuilderCommonConfig
+from tinker_cookbook.tokenizer_utils import get_tokenizer
 
 RENDERER = "role_colon"
 
 
 def _rl_config(backend, log_path: Path):
-    from tinker_cookbook import renderers
-    from tinker_cookbook.rl import train
-    from tinker_cookbook.rl.problem_env import ProblemEnv, ProblemGroupBuilder
-    from tinker_cookbook.rl.types import RLDataset, RLDatasetBuilder
-    from tinker_cookbook.tokenizer_utils import get_tokenizer
-
     class EchoEnv(ProblemEnv):
         """Toy task: reward when the answer contains the letter 'a' (random policy gets a mix)."""
 
@@ -59,17 +59,15 @@ def _rl_config(backend, log_path: Path):
             renderer = renderers.get_renderer(RENDERER, get_tokenizer(self.model_name))
             return Dataset(renderer), None
 
-    return train.Config(learning_rate=1e-3, dataset_builder=Builder(model_name=backend.model), model_name=backend.model,
+    return rl_train.Config(learning_rate=1e-3, dataset_builder=Builder(model_name=backend.model), model_name=backend.model,
                         recipe_name="test_rl", max_tokens=8, log_path=str(log_path), eval_every=0, save_every=2,
                         renderer_name=RENDERER, lora_rank=8, max_steps=3, base_url=backend.url,
                         loss_fn="importance_sampling", num_groups_to_log=0)
 
 
 def test_cookbook_rl_train_main_runs_three_steps_with_checkpoints(backend, tmp_path):
-    from tinker_cookbook.rl import train
-
     cfg = _rl_config(backend, tmp_path / "rl")
-    asyncio.run(train.main(cfg))
+    asyncio.run(rl_train.main(cfg))
     ckpts = [json.loads(l) for l in (tmp_path / "rl" / "checkpoints.jsonl").read_text().splitlines() if l.strip()]
     assert ckpts, "the cookbook wrote no checkpoint records"
     assert any("state_path" in c and c["state_path"].startswith("tinker://") for c in ckpts), ckpts
@@ -78,10 +76,6 @@ def test_cookbook_rl_train_main_runs_three_steps_with_checkpoints(backend, tmp_p
 
 
 def test_cookbook_supervised_train_main_runs_three_steps(backend, tmp_path):
-    from tinker_cookbook.supervised import train
-    from tinker_cookbook.supervised.data import FromConversationFileBuilder
-    from tinker_cookbook.supervised.types import ChatDatasetBuilderCommonConfig
-
     data = tmp_path / "convs.jsonl"
     with open(data, "w") as f:
         for i in range(12):
@@ -89,11 +83,11 @@ def test_cookbook_supervised_train_main_runs_three_steps(backend, tmp_path):
                                              {"role": "assistant", "content": f"It is {i + 1}."}]}) + "\n")
     common = ChatDatasetBuilderCommonConfig(model_name_for_tokenizer=backend.model, renderer_name=RENDERER,
                                             max_length=64, batch_size=4)
-    cfg = train.Config(log_path=str(tmp_path / "sl"), model_name=backend.model, recipe_name="test_sl",
+    cfg = sl_train.Config(log_path=str(tmp_path / "sl"), model_name=backend.model, recipe_name="test_sl",
                        dataset_builder=FromConversationFileBuilder(file_path=str(data), common_config=common),
                        learning_rate=1e-3, lora_rank=8, base_url=backend.url, save_every=2, eval_every=0,
                        renderer_name=RENDERER)
-    asyncio.run(train.main(cfg))
+    asyncio.run(sl_train.main(cfg))
     metrics = [json.loads(l) for l in (tmp_path / "sl" / "metrics.jsonl").read_text().splitlines() if l.strip()]
     assert len(metrics) >= 3, f"expected >= 3 supervised steps, got {len(metrics)}"
     losses = [m["train_mean_nll"] for m in metrics if "train_mean_nll" in m]

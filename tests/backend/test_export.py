@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tinker
 from tinker import types
+from tinker_cookbook import weights
 
 from helpers import REPO, RUNTIME_PY
 
@@ -108,7 +109,6 @@ def test_sdk_checkpoint_download(backend, tmp_path):
 def test_cookbook_weights_download(backend, tmp_path):
     """tinker_cookbook.weights.download of a training checkpoint: its temporary export is age-encrypted to a
     one-off key, downloaded, decrypted and deleted."""
-    from tinker_cookbook import weights
 
     sc = tinker.ServiceClient(base_url=backend.url, api_key=backend.key)
     tc, lp = _sft(sc, backend.model, rank=4, lr=2e-3)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import numpy as np
@@ -129,10 +131,7 @@ def test_snapshots_over_the_byte_bound_spill_to_disk_and_reload(b):
 def test_spilled_snapshots_are_bounded_by_disk_bytes():
     """max_spill_gb: the oldest spilled copies go first, and a snapshot larger than the bound alone
     (a 4B full-FT copy) is dropped on eviction instead of costing ~10 s of disk writes per step."""
-    from pathlib import Path
-    from types import SimpleNamespace
-
-    from services.backend.runtime import Runtime
+    from services.backend.runtime import Runtime  # noqa: PLC0415 (needs peft, which .venv-control lacks)
 
     rt = Runtime.__new__(Runtime)
     rt.max_spill_bytes, rt.spilled, rt._spill_sizes = 100, {}, {}

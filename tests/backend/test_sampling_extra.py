@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import tinker
 from tinker import types
+from transformers import AutoTokenizer
 
 
 def _greedy(sampler, prompt, n, **kw):
@@ -15,8 +16,6 @@ def _greedy(sampler, prompt, n, **kw):
 
 
 def test_stop_strings_end_at_first_match_and_include_it(backend):
-    from transformers import AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(str(backend.model_path))
     sc = tinker.ServiceClient(base_url=backend.url, api_key=backend.key)
     sampler = sc.create_sampling_client(base_model=backend.model)

@@ -5,8 +5,11 @@ where they fail: CI installs and starts Docker, so a missing engine there is a b
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -14,9 +17,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker
 import httpx
 import pytest
 import yaml
+
+from services.sandbox.client import SandboxManagerClient
+from services.tasks.prepare import ImageRef, prepare_tasks
+from services.tasks.task import load_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "datasets" / "swebench-sample"
@@ -25,7 +33,6 @@ BASE_IMAGE = "lts/base:bookworm"
 
 def _docker_problem() -> str | None:
     try:
-        import docker
         client = docker.from_env(timeout=20)
         client.ping()
     except Exception as e:  # noqa: BLE001
@@ -44,12 +51,10 @@ def docker_client():
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI=true: {problem}")
         pytest.skip(problem)
-    import docker
     return docker.from_env(timeout=300)
 
 
 def free_port() -> int:
-    import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -103,7 +108,6 @@ class DockerAdmin:
         return self.proc.wait(60) if self.proc else 0
 
     def client(self):
-        from services.sandbox.client import SandboxManagerClient
         return SandboxManagerClient(self.url, self.key)
 
 
@@ -123,10 +127,7 @@ def docker_admin(docker_client):
 @pytest.fixture(scope="session")
 def sample_prep(docker_client, tmp_path_factory):
     """The sample set's images built and scrubbed (cached by content hash on the engine)."""
-    import asyncio
 
-    from services.tasks.prepare import prepare_tasks
-    from services.tasks.task import load_dataset
     out = tmp_path_factory.mktemp("prep")
     ds = load_dataset(SAMPLE)
     manifest = asyncio.run(prepare_tasks(ds.tasks, out, backend="docker", docker=docker_client, progress=False,
@@ -135,7 +136,6 @@ def sample_prep(docker_client, tmp_path_factory):
 
 
 def manager_factory(client):
-    from services.tasks.prepare import ImageRef
 
     async def factory(base):
         if isinstance(base, ImageRef):
@@ -148,7 +148,6 @@ def manager_factory(client):
 def running_docker(docker_client, tiny_model):
     """run.sh tests on the docker backend: a private config whose sandbox manager runs its docker
     backend (worker name unique to this run), backend + manager started via serve.sh."""
-    import importlib.util
     spec = importlib.util.spec_from_file_location("lts_root_conftest", REPO / "tests" / "conftest.py")
     root = importlib.util.module_from_spec(spec)   # tests/conftest.py's helpers (whatever "conftest" is now)
     spec.loader.exec_module(root)

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, SAMPLE, DockerAdmin, free_port
+from cookbook.modelservice.agent_runner import AGENT_VENV, run_mini_swe_agent
+from services.tasks.prepare import base_of
+
+from .conftest import REPO, DockerAdmin, free_port
 
 
 def _ms_helpers():
@@ -27,8 +30,6 @@ def _ms_helpers():
 
 
 def test_mini_swe_agent_in_a_task_container_scores_the_gold_fix(docker_client, sample_prep, backend):
-    from cookbook.modelservice.agent_runner import AGENT_VENV, run_mini_swe_agent
-    from services.tasks.prepare import base_of
     if not (AGENT_VENV / "bin" / "mini").exists():
         pytest.skip("no .venv-agent (bash setup.sh agent)")
     ds, _, manifest = sample_prep

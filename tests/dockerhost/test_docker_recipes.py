@@ -5,7 +5,8 @@ transitions trained, no infrastructure failure, no container left."""
 
 from __future__ import annotations
 
-from helpers import read_json as _json, run_sh as _run
+from helpers import read_json as _json
+from helpers import run_sh as _run
 
 from .conftest import SAMPLE, containers_of
 

@@ -8,14 +8,17 @@ import asyncio
 import json
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 from services.tasks.prepare import base_of, prepare_tasks
-from services.tasks.task import load_dataset, load_task
+from services.tasks.task import load_task
 
-from .conftest import SAMPLE, DockerAdmin, containers_of, free_port, manager_factory
+from .conftest import DockerAdmin, containers_of, free_port, manager_factory
 
 
 def _future_commits(task_dir: Path) -> list[str]:
@@ -117,7 +120,6 @@ def test_kill9_manager_with_live_containers(docker_client, sample_prep):
     assert len(containers_of(docker_client, a.worker)) == 3
     a.stop(signal.SIGKILL)
     assert len(containers_of(docker_client, a.worker)) == 3   # the containers outlive the manager ...
-    import time
     time.sleep(1.5)          # ... and the short lease runs out while it is down
     a.start()
     try:
@@ -167,8 +169,6 @@ def test_two_managers_on_one_docker_host_leave_each_other_alone(docker_client, s
 
 def test_unix_socket_bound_into_the_container(docker_admin, sample_prep):
     """How a black-box agent reaches the ModelService: its Unix socket bound read-only (no network)."""
-    import socket
-    import threading
     _, _, manifest = sample_prep
     image = next(iter(manifest["tasks"].values()))["base"]["image"]
     sock_dir = docker_admin.dir / "ms"

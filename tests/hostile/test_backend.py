@@ -5,6 +5,7 @@ a listing for everyone."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 
 import httpx
@@ -32,7 +33,6 @@ def test_a_small_sample_request_is_not_stuck_behind_a_large_one(backend):
     small = small_client.sample(types.ModelInput.from_ints([1, 2, 3]), 1, types.SamplingParams(max_tokens=2, stop=[]))
     small.result(timeout=300)
     small_wait = time.monotonic() - t_small
-    small_done = time.monotonic()
     res = big.result(timeout=600)
     big_s = time.monotonic() - t0
     print(f"small request answered in {small_wait:.2f}s while a 96x512 request ran ({big_s:.1f}s in all)")
@@ -121,8 +121,6 @@ def test_bad_input_gets_4xx_stores_nothing_and_listings_keep_working(tight):
 
 
 def zstd_bomb() -> bytes:
-    import subprocess
-    import sys
     # the runtime venv has zstandard; 64 MB of zeros compress to a few KB and claim 64 MB
     code = "import sys, zstandard; sys.stdout.buffer.write(zstandard.ZstdCompressor().compress(bytes(64 << 20)))"
     return subprocess.run([RUNTIME_PY, "-c", code], capture_output=True, check=True).stdout

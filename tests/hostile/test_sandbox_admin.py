@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import os
 import shutil
 import subprocess
@@ -16,10 +15,8 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
 
 from services.sandbox.local.workspace import BaseCache
-
 from tests.sandbox.conftest import REPO, requires_bwrap, requires_root
 
 pytestmark = [requires_bwrap, requires_root]

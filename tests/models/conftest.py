@@ -6,6 +6,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from transformers import AutoTokenizer
+
+from services.models.hf_cache import register
+from services.models.tiny import make_tiny
+from services.models.tokenizer import build_hf_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # works without `pip install -e .`
@@ -16,14 +21,12 @@ MODEL_ID = "local/qwen3-tiny-xs"
 
 @pytest.fixture(scope="session")
 def small_tok():
-    from services.models.tokenizer import build_hf_tokenizer
 
     return build_hf_tokenizer("small")
 
 
 @pytest.fixture(scope="session")
 def full_tok():
-    from services.models.tokenizer import build_hf_tokenizer
 
     return build_hf_tokenizer("full")
 
@@ -31,7 +34,6 @@ def full_tok():
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory):
     """The default tiny model (xs, small vocab, seed 0) created once, plus its creation metadata."""
-    from services.models.tiny import make_tiny
 
     out = tmp_path_factory.mktemp("models") / "qwen3-tiny-xs"
     meta = make_tiny(out, name=MODEL_ID, size="xs", vocab="small", seed=0)
@@ -41,14 +43,12 @@ def tiny_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_tok(tiny_dir):
     """The tokenizer as everyone else loads it: AutoTokenizer on the saved directory."""
-    from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(tiny_dir[0]))
 
 
 @pytest.fixture(scope="session")
 def hf_home(tiny_dir, tmp_path_factory):
-    from services.models.hf_cache import register
 
     home = tmp_path_factory.mktemp("hf-home")
     register(tiny_dir[0], MODEL_ID, hf_home=home)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from tinker_cookbook import renderers
+from tinker_cookbook.renderers.base import ToolCall
+from transformers import BatchEncoding
 
 TOOLS = [{
     "type": "function",
@@ -82,8 +85,6 @@ def test_non_thinking_2507_format(tiny_tok, enable_thinking):
 
 
 def test_tokenize_true_returns_batch_encoding(tiny_tok):
-    from transformers import BatchEncoding
-
     out = tiny_tok.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=True, add_generation_prompt=True)
     assert isinstance(out, BatchEncoding)  # transformers 5: not a list of ids
     assert out["input_ids"] == tiny_tok.encode(EXPECTED, add_special_tokens=False)
@@ -95,8 +96,6 @@ def test_tokenize_true_returns_batch_encoding(tiny_tok):
 
 
 def _cookbook_messages():
-    from tinker_cookbook.renderers.base import ToolCall
-
     def call(cid, name, args):
         return ToolCall(function=ToolCall.FunctionBody(name=name, arguments=json.dumps(args)), id=cid)
 
@@ -109,8 +108,6 @@ def _cookbook_messages():
 
 
 def test_cookbook_qwen3_instruct_renderer_matches_template(tiny_tok):
-    from tinker_cookbook import renderers
-
     renderer = renderers.get_renderer("qwen3_instruct", tiny_tok)
     tools = [t["function"] for t in TOOLS]
     prefix = renderer.create_conversation_prefix_with_tools(tools, system_prompt="You are a coding agent.")
@@ -133,8 +130,6 @@ def test_cookbook_qwen3_instruct_renderer_matches_template(tiny_tok):
 
 
 def test_cookbook_renderer_parses_tool_call(tiny_tok):
-    from tinker_cookbook import renderers
-
     renderer = renderers.get_renderer("qwen3_instruct", tiny_tok)
     sampled = tiny_tok.encode(
         "I will run the tests.\n<tool_call>\n{\"name\": \"run_shell\", \"arguments\": {\"cmd\": \"pytest -q\"}}\n"

@@ -10,6 +10,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
+from tinker_cookbook import model_info
+
+from services.models import cookbook_compat
+from services.models.hf_cache import check_model_id, content_revision, register, registered_path
+from services.models.loading import load_model_and_tokenizer, model_facts, resolve_model_path
+from services.models.tiny import make_tiny
 
 MODEL_ID = "local/qwen3-tiny-xs"
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,9 +38,6 @@ def test_make_tiny_directory(tiny_dir):
 
 
 def test_load_model_and_tokenizer_by_path(tiny_dir):
-    import torch
-
-    from services.models.loading import load_model_and_tokenizer, model_facts
 
     model, tok = load_model_and_tokenizer(tiny_dir[0], "cpu", "auto")
     assert type(model).__name__ == "Qwen3ForCausalLM" and model.dtype == torch.float32 and not model.training
@@ -52,8 +56,6 @@ def test_load_model_and_tokenizer_by_path(tiny_dir):
 
 
 def test_same_seed_same_files(tiny_dir, tmp_path):
-    from services.models.hf_cache import content_revision
-    from services.models.tiny import make_tiny
 
     make_tiny(tmp_path / "again", name=MODEL_ID, seed=0)
     assert content_revision(tmp_path / "again") == content_revision(tiny_dir[0])
@@ -62,8 +64,6 @@ def test_same_seed_same_files(tiny_dir, tmp_path):
 
 
 def test_register_layout_and_loader_by_id(tiny_dir, hf_home):
-    from services.models.hf_cache import check_model_id, register, registered_path
-    from services.models.loading import load_model_and_tokenizer, resolve_model_path
 
     repo = Path(hf_home) / "hub" / "models--local--qwen3-tiny-xs"
     rev = (repo / "refs" / "main").read_text()
@@ -126,9 +126,6 @@ def test_cli_help():
 
 
 def test_cookbook_registry_learns_local_org(hf_home, monkeypatch):
-    from tinker_cookbook import model_info
-
-    from services.models import cookbook_compat
 
     monkeypatch.setattr(model_info, "get_model_attributes", model_info.get_model_attributes)  # undone after
     monkeypatch.setenv("HF_HUB_CACHE", str(Path(hf_home) / "hub"))

@@ -6,6 +6,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+import tiktoken
 
 from services.models.tokenizer import ADDED_TOKENS, QWEN_PATTERN, VOCAB_SPECS, kept_ranks
 
@@ -32,8 +33,6 @@ def mixed_text() -> str:
 
 
 def tiktoken_encoding(vocab: str):
-    import tiktoken
-
     spec = VOCAB_SPECS[vocab]
     return tiktoken.Encoding(
         f"qwen-{vocab}", pat_str=QWEN_PATTERN, mergeable_ranks=kept_ranks(vocab),

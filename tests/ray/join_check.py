@@ -17,6 +17,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import time
+
 from services.backend.codec import Datum, FwdBwdRequest  # noqa: E402
 from services.backend.ray_runtime import RayRuntime  # noqa: E402
 from services.backend.runtime import TrainConfig  # noqa: E402
@@ -36,8 +38,6 @@ def main(model: str) -> None:
     rr.snapshot_for_sampler("a", "k")
     assert len(rr.sample("m", "k", [SampleSpec([1, 2, 3], num_samples=2, max_tokens=4)])[0].sequences) == 2
     rr.close()
-
-    import time
 
     import ray
 

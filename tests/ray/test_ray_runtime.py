@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
-from helpers import REPO, RUNTIME_PY, TINY_PATH, BackendProc
+from helpers import REPO, RUNTIME_PY, TINY_PATH, BackendProc, free_port
 
 SUITE = Path(os.environ.get("LTS_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance"))
 RAY_MODE = {"trainers": 2, "samplers": 2, "num_cpus": 2,
@@ -133,7 +134,6 @@ def test_conformance_suite_in_ray_mode(tiny_model, tmp_path):
 
 def test_configure_writes_engine_ray(tmp_path):
     """configure.py --ray-* writes engine.ray; without the flags engine.ray is null (the in-process runtime)."""
-    import yaml
 
     def engine(*flags: str) -> dict:
         out = tmp_path / str(len(list(tmp_path.iterdir())))
@@ -149,7 +149,6 @@ def test_joins_an_existing_cluster(tiny_model, tmp_path):
     """address: auto joins a running `ray start --head` cluster; closing the runtime leaves that cluster
     up without the runtime's actors; stopping the head (by its pid) leaves no Ray process behind."""
     _need_ray()
-    from helpers import free_port
 
     port = free_port()
     ray_bin = str(Path(RUNTIME_PY).with_name("ray"))

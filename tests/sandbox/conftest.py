@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pwd
 import shutil
 import signal
 import socket
@@ -20,6 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+
+from services.sandbox.local.backend import cgroup_parent
 
 REPO = Path(__file__).resolve().parents[2]
 SANDBOX_UID = 65534
@@ -122,7 +123,6 @@ def sandbox_processes() -> list[str]:
 
 def leftovers(admin: Admin) -> dict[str, list[str]]:
     """Everything a sandbox of this admin could leave behind."""
-    from services.sandbox.local.backend import cgroup_parent
 
     parent = cgroup_parent(admin.state_dir, admin.worker_name)
     cg = []

@@ -6,15 +6,20 @@ tests/sandbox/test_hostile.py on a cgroup v2 host."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
+import resource
 import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 
+from services.sandbox.client import SandboxManagerClient
 from services.sandbox.limits import Limits
 from services.sandbox.local import cgroups
+from services.sandbox.local.backend import LocalBackend, LocalSandbox
 
 from .conftest import requires_bwrap, requires_root
 
@@ -116,9 +121,6 @@ def test_missing_controller_is_reported_and_falls_back(fake):
 
 
 def test_local_backend_logs_loudly_and_adds_rlimit_nproc_without_pids(fake, tmp_path, caplog):
-    import resource
-
-    from services.sandbox.local.backend import LocalBackend, LocalSandbox
 
     fake(controllers="cpuset cpu io memory")
     be = LocalBackend(tmp_path / "state")
@@ -147,11 +149,6 @@ def test_real_sandbox_gets_its_cgroup_limits(admin, base_repo):
     """On this host's real cgroups (v1 hybrid or v2 unified): /health says every limit is enforced, the
     sandbox's own group carries its limits, and a memory bomb is stopped by the memory cgroup (its OOM
     or fail counter moves), not by the 16 GB RLIMIT_AS backstop."""
-    import asyncio
-
-    import httpx
-
-    from services.sandbox.client import SandboxManagerClient
 
     info = httpx.get(admin.url + "/health", timeout=10).json()["result"]["limits"]
     assert info["enforced"] == list(cgroups.LIMITS) and info["fallback"] == {}, info

@@ -4,9 +4,11 @@ satisfies tinker_cookbook.sandbox.SandboxInterface (tinker-cookbook 0.5.8), end 
 from __future__ import annotations
 
 import pytest
+from tinker_cookbook.sandbox import SandboxInterface, SandboxTerminatedError
 
 from services.common.sandbox_api import Sandbox
 from services.sandbox.client import SandboxManagerClient
+from services.sandbox.cookbook_adapter import harbor_sandbox_factory
 
 from .conftest import requires_bwrap, requires_root, run
 
@@ -37,9 +39,6 @@ def test_client_protocol_and_upload_dir(admin, base_repo, tmp_path):
 
 def test_cookbook_sandbox_interface(admin, base_repo):
     pytest.importorskip("tinker_cookbook")
-    from tinker_cookbook.sandbox import SandboxInterface, SandboxTerminatedError
-
-    from services.sandbox.cookbook_adapter import harbor_sandbox_factory
 
     async def main():
         async with SandboxManagerClient(admin.url, admin.key) as mgr:

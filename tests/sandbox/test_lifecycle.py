@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 
 import httpx
 import pytest
@@ -13,7 +12,16 @@ import pytest
 from services.sandbox.client import SandboxManagerClient
 from services.sandbox.errors import Conflict
 
-from .conftest import free_port, leftovers, requires_bwrap, requires_root, run, start_admin, wait_no_leftovers, write_config
+from .conftest import (
+    free_port,
+    leftovers,
+    requires_bwrap,
+    requires_root,
+    run,
+    start_admin,
+    wait_no_leftovers,
+    write_config,
+)
 
 pytestmark = [requires_bwrap, requires_root]
 

@@ -4,9 +4,14 @@ contract-tested against our own admin standing in for a real ROCK deployment."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
+from rock.actions import Command, CreateBashSessionRequest, ReadFileRequest, WriteFileRequest
+from rock.sdk.sandbox.client import RunMode, Sandbox
+from rock.sdk.sandbox.config import SandboxConfig
+
+from services.sandbox.backends.base import ExecRequest, SandboxSpec, bash
+from services.sandbox.backends.rock_backend import RockBackend
+from services.sandbox.limits import Limits
 
 from .conftest import requires_bwrap, requires_root, run
 
@@ -15,10 +20,6 @@ rock = pytest.importorskip("rock.sdk.sandbox.client")
 
 
 def test_rock_sdk_sandbox_against_our_admin(admin, tmp_path):
-    from rock.actions import Command, CreateBashSessionRequest, ReadFileRequest, WriteFileRequest
-    from rock.sdk.sandbox.client import RunMode, Sandbox
-    from rock.sdk.sandbox.config import SandboxConfig
-
     local = tmp_path / "hello.txt"
     local.write_text("uploaded by rock sdk\n")
 
@@ -57,9 +58,6 @@ def test_rock_sdk_sandbox_against_our_admin(admin, tmp_path):
 
 def test_rock_backend_contract_against_our_admin(admin, base_repo):
     """Our RockBackend -> rl-rock SDK -> (ROCK API) -> our admin."""
-    from services.sandbox.backends.base import ExecRequest, SandboxSpec, bash
-    from services.sandbox.backends.rock_backend import RockBackend
-    from services.sandbox.limits import Limits
 
     async def main():
         b = RockBackend(admin.url, extra_headers={"X-Key": admin.key}, default_image="python:3.11", startup_timeout=30)

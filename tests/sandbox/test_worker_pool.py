@@ -5,13 +5,22 @@ placed on the live worker."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 
 import httpx
-from services.sandbox.client import SandboxManagerClient
+from transformers import AutoTokenizer
 
-from .conftest import free_port, requires_bwrap, requires_root, run, start_admin, wait_no_leftovers, write_config
+from cookbook.agent import Budgets
+from cookbook.agent.agent import SampleOut
+from cookbook.agent.scripted import gold_turns
+from cookbook.rollout import AgentConfig, Failures, Rollouts
+from services.sandbox.client import SandboxManagerClient
+from services.tasks.task import load_dataset
+from services.tasks.workspace import build_base
+
+from .conftest import REPO, free_port, requires_bwrap, requires_root, run, start_admin, wait_no_leftovers, write_config
 
 pytestmark = [requires_bwrap, requires_root]
 
@@ -87,18 +96,7 @@ def test_rollout_retried_on_the_live_worker_when_its_worker_dies(tmp_state, tiny
     """Rollouts.run_one over the pool: the worker holding the rollout's sandbox is killed while
     the policy samples; the agent's next call fails at once (sandbox lost), the rollout is retried
     in a fresh sandbox, placed on the live worker, and scores the gold edit."""
-    import json
 
-    from transformers import AutoTokenizer
-
-    from cookbook.agent import Budgets
-    from cookbook.agent.agent import SampleOut
-    from cookbook.agent.scripted import gold_turns
-    from cookbook.rollout import AgentConfig, Failures, Rollouts
-    from services.tasks.task import load_dataset
-    from services.tasks.workspace import build_base
-
-    from .conftest import REPO
 
     task = next(t for t in load_dataset(REPO / "datasets" / "micro").tasks if t.name.endswith("absolute"))
     base = tmp_state / "base"

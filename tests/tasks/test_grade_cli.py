@@ -3,15 +3,23 @@ reader and the reward range check."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
 
-from services.tasks.grading import junit_nodeid, parse_junit, statuses_by_nodeid
-from services.tasks.hacks import classify_patch, grading_policy
+import pytest
+from taskhelpers import copy_micro, run
 
 from helpers import REPO
-from taskhelpers import copy_micro, run
+from services.tasks.cleangrade import apply_patch, base_commit, extract_patch
+from services.tasks.grading import junit_nodeid, parse_junit, statuses_by_nodeid
+from services.tasks.hacks import classify_patch, grading_policy
+from services.tasks.hostsandbox import HostSandbox
+from services.tasks.prepare import prepare_tasks
+from services.tasks.task import TaskError, load_task
+from services.tasks.verifier import verify
+from services.tasks.workspace import build_base
 
 CLAMP = REPO / "datasets" / "micro" / "clamp"
 
@@ -43,9 +51,6 @@ def test_grade_cli_gold_hack_and_garbage(tmp_path):
 def test_reward_outside_the_declared_range_is_rejected(tmp_path):
     """A test.sh writing 5, 1e300 or -1 gives reward 0 (RewardOutOfRangeError); inf/nan never parse; a
     task may declare a wider range."""
-    from services.tasks.hostsandbox import HostSandbox
-    from services.tasks.task import load_task
-    from services.tasks.verifier import verify
 
     task_dir = copy_micro(tmp_path)
     test_sh = task_dir / "tests" / "test.sh"
@@ -54,13 +59,13 @@ def test_reward_outside_the_declared_range_is_rejected(tmp_path):
         test_sh.write_text(f"#!/bin/bash\nmkdir -p /logs/verifier\necho {value} > /logs/verifier/reward.txt\n")
         task = load_task(task_dir)
 
-        async def go():
+        async def go(task):
             sb = await HostSandbox.create(base_dir=task_dir / "environment" / "repo")
             try:
                 return await verify(sb, task)
             finally:
                 await sb.close()
-        results[value] = run(go())
+        results[value] = run(go(task))
     for value in ("5.0", "1e300", "-1"):
         assert results[value].reward == 0.0 and results[value].error == "RewardOutOfRangeError", results[value]
     for value in ("inf", "nan"):
@@ -105,8 +110,6 @@ def test_classifier_flags_and_keeps_real_fixes_clean():
 
 
 def test_validate_records_empty_and_delete_the_test_patches_at_zero(tmp_path):
-    from services.tasks.prepare import prepare_tasks
-    from services.tasks.task import load_task
 
     task = load_task(CLAMP)
     manifest = run(prepare_tasks([task], tmp_path, validate=True, progress=False, log=lambda s: None))
@@ -116,9 +119,6 @@ def test_validate_records_empty_and_delete_the_test_patches_at_zero(tmp_path):
 
 
 def test_bad_grading_policy_is_a_task_error(tmp_path):
-    import pytest
-
-    from services.tasks.task import TaskError, load_task
 
     task_dir = copy_micro(tmp_path)
     toml = task_dir / "task.toml"
@@ -136,12 +136,6 @@ def test_patch_round_trip_is_binary_safe_with_new_deleted_modes_and_symlinks(tmp
     """What the agent changed (a binary file with NUL and non-UTF-8 bytes, a latin-1 text file, a
     deleted file, a mode change, a symlink, a file in a new directory) arrives byte for byte in a fresh
     sandbox; __pycache__ does not; the repo's own index and config are not used."""
-    import hashlib
-
-    from services.tasks.cleangrade import apply_patch, base_commit, extract_patch
-    from services.tasks.hostsandbox import HostSandbox
-    from services.tasks.task import load_task
-    from services.tasks.workspace import build_base
 
     task = load_task(CLAMP)
     base = tmp_path / "base"

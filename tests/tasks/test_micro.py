@@ -10,11 +10,11 @@ import sys
 import time
 
 import pytest
+from taskhelpers import MICRO, REPO, run
 
 from services.tasks.micro import SPECS, write_micro_dataset
 from services.tasks.prepare import prepare_tasks
 from services.tasks.task import hash_tree, load_dataset
-from taskhelpers import MICRO, REPO, run
 
 
 def test_committed_micro_set_matches_the_specs(tmp_path):

@@ -16,14 +16,18 @@ import os
 import shutil
 
 import pytest
+from redteam_agents import AGENTS, REWARD_AT_IMPORT, act, placeholders
+from transformers import AutoTokenizer
 
-from cookbook.rollout import AgentConfig, Rollouts
+from cookbook.agent import Budgets
+from cookbook.agent.agent import SampleOut
+from cookbook.agent.scripted import tool_call_text
+from cookbook.report import write_viewer
+from cookbook.rollout import AgentConfig, Failures, Rollouts, save_rollout
+from helpers import REPO
 from services.tasks.hacks import KINDS
 from services.tasks.task import load_dataset, load_task
 from services.tasks.workspace import build_base
-
-from helpers import REPO
-from redteam_agents import AGENTS, REWARD_AT_IMPORT, act, placeholders
 
 MICRO = REPO / "datasets" / "micro"
 HACK_TASKS = ["clamp", "sum_list"]
@@ -141,13 +145,6 @@ def test_a_hacking_rollout_is_counted_and_shown(grading, tiny_model, tmp_path):
     """The quickstart agent's one tool (edit) is enough to try the reward-file hack: a real rollout
     (agent loop, scripted policy) gets 0, its flag lands in the verifier record, in the step's
     failure counts and in the viewer."""
-    from transformers import AutoTokenizer
-
-    from cookbook.agent import Budgets
-    from cookbook.agent.agent import SampleOut
-    from cookbook.agent.scripted import tool_call_text
-    from cookbook.report import write_viewer
-    from cookbook.rollout import Failures, save_rollout
 
     tasks, bases, factory = grading
     task = tasks["clamp"]

@@ -15,21 +15,22 @@ from .base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
 
 
 def make_backend(name: str, config: dict[str, Any]) -> Backend:
-    """Build the backend ``name`` from the whole sandbox config mapping."""
+    """Build the backend ``name`` from the whole sandbox config mapping. Only the chosen backend's module
+    is imported (they need different packages, and local.backend imports this package)."""
     if name == "local":
-        from ..local.backend import LocalBackend
+        from ..local.backend import LocalBackend  # noqa: PLC0415 (see the docstring)
         return LocalBackend.from_config(config)
     if name == "docker":
-        from .docker_backend import DockerBackend
+        from .docker_backend import DockerBackend  # noqa: PLC0415 (see the docstring)
         return DockerBackend.from_config(config)
     if name == "rock":
-        from .rock_backend import RockBackend
+        from .rock_backend import RockBackend  # noqa: PLC0415 (see the docstring)
         return RockBackend.from_config(config)
     if name == "worker" and (config.get("worker") or {}).get("urls"):
-        from .worker_pool import WorkerPool
+        from .worker_pool import WorkerPool  # noqa: PLC0415 (see the docstring)
         return WorkerPool.from_config(config)
     if name == "worker":
-        from .worker_client import WorkerBackend
+        from .worker_client import WorkerBackend  # noqa: PLC0415 (see the docstring)
         return WorkerBackend.from_config(config)
     raise ValueError(f"unknown sandbox backend {name!r} (local | docker | rock | worker)")
 

@@ -12,12 +12,14 @@ follow a sandbox-made symlink on the host.
 from __future__ import annotations
 
 import abc
+import base64
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BadRequest, PayloadTooLarge, SandboxError
 from ..limits import Limits
+from ..paths import session_name
 
 
 @dataclass
@@ -53,14 +55,12 @@ class ExecOutput:
     duration_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        import base64
         return {"exit_code": self.exit_code, "stdout": base64.b64encode(self.stdout).decode(),
                 "stderr": base64.b64encode(self.stderr).decode(), "timed_out": self.timed_out,
                 "truncated": self.truncated, "duration_s": self.duration_s}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "ExecOutput":
-        import base64
         return cls(exit_code=d["exit_code"], stdout=base64.b64decode(d["stdout"]), stderr=base64.b64decode(d["stderr"]),
                    timed_out=d["timed_out"], truncated=d["truncated"], duration_s=d["duration_s"])
 
@@ -86,7 +86,7 @@ class Backend(abc.ABC):
 
     name: str = "?"
 
-    async def start(self) -> None:
+    async def start(self) -> None:  # noqa: B027 (optional hook: a backend without set-up keeps it empty)
         """Prepare the backend; remove leftovers of a previous run of this backend."""
 
     def take_lost(self) -> list[tuple[str, str]]:
@@ -187,5 +187,4 @@ class Backend(abc.ABC):
 
 
 def _session_dir(session: str) -> str:
-    from ..paths import session_name
     return f"/tmp/.lts-sessions/{session_name(session)}"

@@ -41,7 +41,9 @@ from typing import Any
 
 from services.common.paths import REPO_ROOT, STATE_DIR
 
+from ..config import resolve
 from ..errors import BadRequest, NotFound, SandboxError
+from ..local.backend import default_runtime_paths
 from .base import Backend, ExecOutput, ExecRequest, SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -79,13 +81,12 @@ class DockerBackend(Backend):
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "DockerBackend":
         import docker
-        from ..config import resolve
+
         d = config.get("docker") or {}
         client = docker.DockerClient(base_url=d["base_url"]) if d.get("base_url") else docker.from_env()
         sources = d.get("bind_sources", ["state/modelservice"])
         runtime = d.get("runtime_paths", [])
         if runtime in ("auto", ["auto"]):
-            from ..local.backend import default_runtime_paths
             runtime = default_runtime_paths()
         state_dir = Path(config.get("state_dir") or STATE_DIR / "sandboxes")
         state_dir = state_dir if state_dir.is_absolute() else REPO_ROOT / state_dir

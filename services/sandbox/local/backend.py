@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.common.paths import STATE_DIR
+from services.common.paths import REPO_ROOT, STATE_DIR
 
 from ..backends.base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
 from ..errors import BadRequest, Conflict, NotFound, SandboxError
@@ -39,7 +39,6 @@ def default_runtime_paths() -> list[str]:
     paths = [sys.base_prefix]
     if sys.prefix != sys.base_prefix:
         paths.append(sys.prefix)
-    from services.common.paths import REPO_ROOT
 
     agent = REPO_ROOT / ".venv-agent"  # black-box agent harnesses (setup.sh agent), run through the ModelService
     if agent.is_dir():
@@ -118,7 +117,6 @@ class LocalBackend(Backend):
         local = config.get("local", {}) or {}
         state_dir = Path(config.get("state_dir") or STATE_DIR / "sandboxes")
         if not state_dir.is_absolute():
-            from services.common.paths import REPO_ROOT
             state_dir = REPO_ROOT / state_dir
         runtime = local.get("runtime_paths")
         return cls(state_dir=state_dir, worker_name=str(config.get("worker_name", "local")),
@@ -371,7 +369,6 @@ class LocalBackend(Backend):
 def _bind_sources(value: Any) -> list[str] | None:
     if value is None:
         return None
-    from services.common.paths import REPO_ROOT
     return [str(p if os.path.isabs(p) else REPO_ROOT / p) for p in value]
 
 
