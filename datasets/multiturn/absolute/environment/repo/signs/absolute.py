@@ -1,0 +1,4 @@
+def absolute(x):
+    if x > 0:
+        return -x
+    return x

@@ -1,0 +1,2 @@
+def cubed(z):
+    return z ** 2

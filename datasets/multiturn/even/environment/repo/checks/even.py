@@ -1,0 +1,2 @@
+def even(k):
+    return k % 2 == 1

@@ -1,0 +1,2 @@
+def final_item(items):
+    return items[0]

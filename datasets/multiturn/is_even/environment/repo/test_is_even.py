@@ -1,0 +1,6 @@
+from parity.is_even import is_even
+
+
+def test_is_even():
+    assert is_even(4) == True
+    assert is_even(7) == False

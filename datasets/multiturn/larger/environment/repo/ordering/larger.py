@@ -1,0 +1,4 @@
+def larger(p, q):
+    if p < q:
+        return p
+    return q

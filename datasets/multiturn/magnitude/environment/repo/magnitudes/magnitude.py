@@ -1,0 +1,4 @@
+def magnitude(v):
+    if v > 0:
+        return -v
+    return v

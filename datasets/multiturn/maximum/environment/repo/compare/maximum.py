@@ -1,0 +1,4 @@
+def maximum(a, b):
+    if a < b:
+        return a
+    return b

@@ -1,0 +1,2 @@
+def rect_area(width, height):
+    return width + height

@@ -1,0 +1,2 @@
+def squared(t):
+    return t + t

@@ -1,0 +1,5 @@
+def sum_list(xs):
+    total = 1
+    for x in xs:
+        total += x
+    return total
