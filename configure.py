@@ -4,6 +4,7 @@
     python configure.py                         # embedded default: tiny model, CPU, local sandboxes
     python configure.py --model /data/Qwen3-4B-Instruct-2507 --model-name Qwen/Qwen3-4B-Instruct-2507 --device cuda
     python configure.py --rock-base-url http://rock-admin:8080 --rock-cluster default   # sandboxes on a ROCK cluster
+        [--rock-header X-Key=... --rock-header X-User-Id=...]                          # its auth/routing headers
     python configure.py --ray-trainers 2 --ray-samplers 2 --ray-address auto   # the runtime on a Ray cluster (docs/ray.md)
 
 It refuses to overwrite a config you edited (pass --force to regenerate anyway); configs it
@@ -101,6 +102,7 @@ def values(args, out: Path) -> dict[str, str]:
         "sandbox_base_url": args.rock_base_url or f"http://127.0.0.1:{args.admin_port}",
         "admin_backend": "docker" if args.sandbox_backend == "docker" else "local",
         "rock_cluster": args.rock_cluster or "null",
+        "rock_headers": json.dumps(dict(h.split("=", 1) for h in args.rock_header)),
         "rollout_only": "true" if args.rollout_only else "false",
         "ray": _ray(args),
     }
@@ -135,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sandbox-backend", default="local", choices=["local", "docker", "rock"], help="where sandboxes run")
     ap.add_argument("--rock-base-url", default=None, help="use a real ROCK admin at this URL (implies --sandbox-backend rock)")
     ap.add_argument("--rock-cluster", default=None, help="ROCK cluster name")
+    ap.add_argument("--rock-header", action="append", default=[], metavar="NAME=VALUE",
+                    help="header sent with every ROCK call (its auth/routing: X-Key, X-User-Id, ...); repeatable")
     ap.add_argument("--ray-trainers", type=int, default=None, help="run the runtime on Ray: data-parallel trainer ranks (default 1)")
     ap.add_argument("--ray-samplers", type=int, default=None, help="run the runtime on Ray: sampler replicas (default 1)")
     ap.add_argument("--ray-address", default=None,
@@ -143,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "config"), help="output directory (default: config/)")
     ap.add_argument("--force", action="store_true", help="overwrite configs even if you edited them")
     args = ap.parse_args(argv)
+    bad = [h for h in args.rock_header if "=" not in h or not h.split("=", 1)[0].strip()]
+    if bad:
+        ap.error(f"--rock-header needs NAME=VALUE, got {bad}")
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

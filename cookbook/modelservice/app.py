@@ -5,7 +5,8 @@ OpenAI-compatible (per session, no key needed on the Unix socket: the session id
 Same with the key, session from the ``X-Session-Id`` header (default ``default``, created on use):
     POST /v1/chat/completions                  GET /v1/models
 Sessions (key required on every transport):
-    POST /sessions {session_id?, task_id?, metadata?, replay?}  (replay: scripted replies, a test double)   GET /sessions   GET /sessions/{id}
+    POST /sessions {session_id?, task_id?, metadata?, replay?}  (replay: scripted replies, a test double)
+    GET /sessions   GET /sessions/{id}
     DELETE /sessions/{id}   (returns and, with ``trajectories_dir``, saves the record)
     GET /health  (open)
 Key: ``Authorization: Bearer <key>`` or ``X-Key: <key>``.
@@ -165,6 +166,35 @@ def _bad_params(body: dict[str, Any]) -> str | None:
     return None
 
 
+async def answer(state: ModelServiceState, s: Session, body: Any) -> tuple[int, dict[str, Any]]:
+    """One chat completion request of session ``s`` (a parsed JSON body): (HTTP status, the
+    ``chat.completion`` or the OpenAI-style error). Shared by the HTTP API and transports that carry
+    the request another way (rock_pull.py: ROCK's ModelService log)."""
+    def err(status: int, message: str, type_: str = "invalid_request_error", code: str | None = None):
+        return status, {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+    if not isinstance(body, dict):
+        return err(400, "body must be a JSON object")
+    if body.get("n") not in (None, 1):
+        return err(400, "only n=1 is supported", code="unsupported_parameter")
+    bad = _bad_params(body)
+    if bad:
+        return err(400, bad)
+    try:
+        res = await state.recorder.complete(s, body)
+    except BadRequest as e:
+        return err(400, str(e))
+    except BudgetExceeded as e:
+        log.info("session %s: %s", s.id, e)
+        return err(400, str(e), code=e.code)
+    except Exception as e:  # noqa: BLE001  (sampler/backend failure)
+        log.exception("session %s: completion failed", s.id)
+        return err(502, f"sampling failed: {type(e).__name__}: {e}", "server_error", "backend_error")
+    want_lp = bool(body.get("logprobs"))
+    toks = [state.recorder.r.decode([t]) for t in res.sampled] if want_lp else None
+    return 200, completion_json(res, str(body.get("model") or state.model_name), want_lp, toks)
+
+
 def build_app(state: ModelServiceState) -> FastAPI:
     app = FastAPI(title="local-tinker ModelService", docs_url=None, redoc_url=None)
     app.state.ms = state
@@ -213,34 +243,14 @@ def build_app(state: ModelServiceState) -> FastAPI:
         body = await _json_body(request)
         if isinstance(body, JSONResponse):
             return body
-        if not isinstance(body, dict):
-            return _err(400, "body must be a JSON object")
-        if body.get("n") not in (None, 1):
-            return _err(400, "only n=1 is supported", code="unsupported_parameter")
-        bad = _bad_params(body)
-        if bad:
-            return _err(400, bad)
-        try:
-            res = await state.recorder.complete(s, body)
-        except BadRequest as e:
-            return _err(400, str(e))
-        except BudgetExceeded as e:
-            log.info("session %s: %s", s.id, e)
-            return _err(400, str(e), code=e.code)
-        except Exception as e:  # noqa: BLE001  (sampler/backend failure)
-            log.exception("session %s: completion failed", s.id)
-            return _err(502, f"sampling failed: {type(e).__name__}: {e}", "server_error", "backend_error")
-        want_lp = bool(body.get("logprobs"))
-        toks = None
-        if want_lp:
-            r = state.recorder.r
-            toks = [r.decode([t]) for t in res.sampled]
-        full = completion_json(res, str(body.get("model") or state.model_name), want_lp, toks)
+        status, out = await answer(state, s, body)
+        if status != 200:
+            return JSONResponse(out, status_code=status)
         if body.get("stream"):
             inc = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(stream_chunks(full, inc), media_type="text/event-stream",
+            return StreamingResponse(stream_chunks(out, inc), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
-        return full
+        return out
 
     @app.post("/s/{sid}/v1/chat/completions")
     async def session_chat(sid: str, request: Request):

@@ -97,9 +97,13 @@ def start(args: argparse.Namespace) -> None:
     python_prefix = subprocess.run([str(venv / "bin" / "python"), "-c", "import sys; print(sys.base_prefix)"],
                                    capture_output=True, text=True, check=True).stdout.strip()
     conf = state / "rock-admin.yml"
+    agent_venv = args.agent_venv.resolve()
+    agent_mount = (f"          - {{local: {agent_venv}, container: {agent_venv}}}"
+                   if (agent_venv / "bin" / "mini").exists() else "")
     conf.write_text(render(HERE / "admin.yaml.tmpl", {
-        "ray_address": f"127.0.0.1:{ray_port}", "ray_tmp": str(ray_tmp), "aes_key": base64.b64encode(secrets.token_bytes(32)).decode(),
-        "python_prefix": python_prefix, "venv": str(venv)}))
+        "ray_address": f"127.0.0.1:{ray_port}", "ray_tmp": str(ray_tmp),
+        "aes_key": base64.b64encode(secrets.token_bytes(32)).decode(), "python_prefix": python_prefix,
+        "venv": str(venv), "agent_mount": agent_mount}))
     env = {**os.environ, "PATH": f"{HERE}:{venv / 'bin'}:{os.environ.get('PATH', '')}", "LTS_REAL_DOCKER": real_docker,
            "LTS_ROCK_LABEL": key, "ROCK_CONFIG": str(conf), "ROCK_WORKER_ROCKLET_PORT": str(rocklet_port),
            "ROCK_SERVICE_STATUS_DIR": str(state / "status"), "ROCK_PIP_INDEX_URL": "https://pypi.org/simple",
@@ -182,6 +186,8 @@ def main() -> None:
     p.add_argument("action", choices=["start", "stop"])
     p.add_argument("--state", type=Path, default=REPO / "state" / "rock", help="logs, config, pids (default state/rock)")
     p.add_argument("--venv", type=Path, default=REPO / ".venv-rock", help="rl-rock[admin] venv (setup.sh rock)")
+    p.add_argument("--agent-venv", type=Path, default=REPO / ".venv-agent",
+                   help="mini-swe-agent venv bind-mounted into the sandboxes when it exists (default .venv-agent)")
     p.add_argument("--port", type=int, default=None, help="admin port (default: a free one)")
     p.add_argument("--num-cpus", type=int, default=max(2, os.cpu_count() or 2), help="Ray CPUs for sandbox actors")
     p.add_argument("--timeout", type=float, default=180, help="seconds to wait for the admin")
