@@ -29,7 +29,11 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
+import tinker  # noqa: E402
 import torch  # noqa: E402
+from peft import LoraConfig, get_peft_model  # noqa: E402
+from tinker import types  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache  # noqa: E402
 
 from helpers import BackendProc, ensure_tiny_model  # noqa: E402
 
@@ -51,9 +55,6 @@ def make_data(vocab: int):
 
 # ----------------------------------------------------------------------------- raw torch
 def raw_torch(model_path: Path, seqs, prompts, steps: int) -> dict:
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, DynamicCache
-
     torch.set_num_threads(1)
     model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
     for p in model.parameters():
@@ -100,9 +101,6 @@ def raw_torch(model_path: Path, seqs, prompts, steps: int) -> dict:
 
 # ----------------------------------------------------------------------------- through the API
 def through_api(backend: BackendProc, seqs, prompts, steps: int) -> dict:
-    import tinker
-    from tinker import types
-
     sc = tinker.ServiceClient(base_url=backend.url, api_key=backend.key)
     tc = sc.create_lora_training_client(base_model=backend.model, rank=RANK, seed=0)
     data = [types.Datum(model_input=types.ModelInput.from_ints(s[:-1].tolist()),
@@ -162,7 +160,6 @@ def main() -> int:
     args = ap.parse_args()
     os.environ.setdefault("HF_HOME", str(ROOT / "hf-home"))
     name, path = ensure_tiny_model()
-    from transformers import AutoConfig
 
     seqs, prompts = make_data(AutoConfig.from_pretrained(str(path)).vocab_size)
     with tempfile.TemporaryDirectory() as td:

@@ -30,6 +30,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import httpx  # noqa: E402
+import yaml  # noqa: E402
+
 from services.sandbox.client import SandboxManagerClient  # noqa: E402
 from services.tasks.cleangrade import base_commit, extract_patch, grade_patch  # noqa: E402
 from services.tasks.task import load_dataset  # noqa: E402
@@ -47,9 +50,6 @@ def row(name: str, xs: list[float]) -> str:
 
 
 def start_admin(d: Path) -> tuple[subprocess.Popen, str, str]:
-    import httpx
-    import yaml
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -29,6 +29,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import docker  # noqa: E402
+import httpx  # noqa: E402
+import yaml  # noqa: E402
+
 from services.sandbox.backends.base import ExecRequest, SandboxSpec  # noqa: E402
 from services.sandbox.backends.docker_backend import DockerBackend  # noqa: E402
 from services.sandbox.client import SandboxManagerClient  # noqa: E402
@@ -97,9 +101,6 @@ async def local_inprocess(n: int, repo: Path, state: Path) -> list[float]:
 
 
 async def via_admin(n: int, conc: int, repo: Path, state: Path) -> tuple[list[float], list[float], float, int]:
-    import httpx
-    import yaml
-
     port = 18000 + os.getpid() % 1000
     cfg = state / "admin.yaml"
     cfg.write_text(yaml.safe_dump({"auth": {"key": "bench"}, "admin": {"port": port, "log_file": str(state / "a.log")},
@@ -169,8 +170,6 @@ async def first_exec(backend, spec, n: int, conc: int, tag: str) -> list[float]:
 
 
 async def docker_vs_local(n: int, image: str, repo: Path, state: Path) -> None:
-    import docker
-
     dk = DockerBackend(docker.from_env(timeout=300), worker_name=f"bench{os.getpid()}")
     lb = LocalBackend(state, worker_name="bench-docker-vs-local")
     await dk.start()

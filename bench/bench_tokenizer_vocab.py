@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
 from services.models.loading import load_model_and_tokenizer
 from services.models.tiny import make_tiny
 
@@ -32,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def bench_train(model, vocab_rows: int, batch: int, seq: int, steps: int, keep: int = 0) -> float:
     """Tokens/s of fwd+bwd+Adam; ``keep`` > 0: logits/loss only on the last ``keep`` positions."""
-    import torch
 
     g = torch.Generator().manual_seed(0)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
@@ -58,8 +59,6 @@ def bench_train(model, vocab_rows: int, batch: int, seq: int, steps: int, keep: 
 
 
 def bench_sample(model, batch: int, prompt_len: int, new_tokens: int, reps: int) -> float:
-    import torch
-
     model.eval()
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, 8192, (batch, prompt_len), generator=g)
@@ -92,8 +91,6 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--json", action="store_true", help="print one JSON line instead of a table")
     a = ap.parse_args()
-
-    import torch
 
     torch.set_num_threads(a.threads)
     results: dict[str, dict] = {}

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tinker import types
+
 from services.common.sandbox_api import Sandbox
 
 from .budgets import Budgets
@@ -56,8 +58,6 @@ class TinkerPolicy:
         return TinkerPolicy(self.client, self.stop, self.temperature, self.top_p, seed)
 
     async def sample(self, prompt: list[int], max_tokens: int) -> SampleOut:
-        from tinker import types
-
         seed = None if self.seed is None else (self.seed + 7919 * self.calls) % (2**31)
         self.calls += 1
         res = await self.client.sample(types.ModelInput.from_ints(prompt), 1,

@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+from huggingface_hub import snapshot_download
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
 from .hf_cache import hub_cache_dir, registered_path
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "float": "float32", "bfloat16": "bfloat16",
@@ -29,8 +33,6 @@ def resolve_model_path(path_or_id: str | os.PathLike, hf_home: str | os.PathLike
     if snap is not None:
         return snap
     try:  # a model downloaded earlier by huggingface_hub (refs for other revisions, etc.)
-        from huggingface_hub import snapshot_download
-
         return Path(snapshot_download(name, local_files_only=True, cache_dir=str(hub_cache_dir(hf_home))))
     except Exception as e:  # noqa: BLE001 - report one clear error below
         raise FileNotFoundError(
@@ -42,7 +44,6 @@ def resolve_model_path(path_or_id: str | os.PathLike, hf_home: str | os.PathLike
 
 def resolve_dtype(dtype: Any, config_dtype: Any = None):
     """torch dtype from a torch.dtype, a name ('bfloat16', 'fp32', ...) or 'auto' (the checkpoint's)."""
-    import torch
 
     if isinstance(dtype, torch.dtype):
         return dtype
@@ -92,8 +93,6 @@ def model_facts(model, tokenizer, path: Path) -> ModelFacts:
 
 
 def load_tokenizer(path_or_id: str | os.PathLike, hf_home: str | os.PathLike | None = None):
-    from transformers import AutoTokenizer
-
     path = resolve_model_path(path_or_id, hf_home)
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     if tok.pad_token_id is None:
@@ -110,7 +109,6 @@ def load_model_and_tokenizer(path_or_id: str | os.PathLike, device: Any = "cpu",
     ``dtype``: ``'auto'`` (the checkpoint's: float32 for the tiny model, bfloat16 for Qwen3),
     a name, or a ``torch.dtype``.  Use :func:`model_facts` for eos/stop ids and vocab sizes.
     """
-    from transformers import AutoConfig, AutoModelForCausalLM
 
     path = resolve_model_path(path_or_id, hf_home)
     config = AutoConfig.from_pretrained(str(path), local_files_only=True)

@@ -12,6 +12,9 @@ import json
 import time
 from pathlib import Path
 
+import torch
+from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+
 from .tokenizer import VOCAB_SPECS, save_tokenizer
 
 SIZES: dict[str, dict] = {
@@ -37,8 +40,6 @@ def default_model_id(size: str = DEFAULT_SIZE, vocab: str = DEFAULT_VOCAB) -> st
 
 
 def make_config(size: str = DEFAULT_SIZE, vocab: str = DEFAULT_VOCAB):
-    from transformers import Qwen3Config
-
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")
     spec = VOCAB_SPECS[vocab]
@@ -63,8 +64,6 @@ def make_config(size: str = DEFAULT_SIZE, vocab: str = DEFAULT_VOCAB):
 def make_tiny(out: str | Path, name: str | None = None, size: str = DEFAULT_SIZE,
               vocab: str = DEFAULT_VOCAB, seed: int = 0) -> dict:
     """Create the tiny model in ``out`` (created; existing files are overwritten). Returns its metadata."""
-    import torch
-    from transformers import GenerationConfig, Qwen3ForCausalLM
 
     t0 = time.time()
     out = Path(out)

@@ -26,6 +26,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers.models import BPE
+from transformers import PreTrainedTokenizerFast
+
 from .chat_template import CHAT_TEMPLATE
 
 # Qwen2/2.5/3 pre-tokenizer: like cl100k but single digits (\p{N}, not \p{N}{1,3}).
@@ -182,8 +186,6 @@ def _vocab_and_merges(ranks: dict[bytes, int]) -> tuple[dict[str, int], list[tup
 
 def build_backend_tokenizer(vocab: str = "small"):
     """A ``tokenizers.Tokenizer`` with Qwen3's pipeline for the chosen vocabulary."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
-    from tokenizers.models import BPE
 
     if vocab not in VOCAB_SPECS:
         raise ValueError(f"vocab must be one of {VOCABS}, got {vocab!r}")
@@ -216,7 +218,6 @@ def build_backend_tokenizer(vocab: str = "small"):
 
 def build_hf_tokenizer(vocab: str = "small", chat_template: str | None = None):
     """A transformers fast tokenizer (eos <|im_end|>, pad <|endoftext|>, no BOS) with our chat template."""
-    from transformers import PreTrainedTokenizerFast
 
     tok = PreTrainedTokenizerFast(
         tokenizer_object=build_backend_tokenizer(vocab),

@@ -267,7 +267,7 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
         try:
             text = data.decode(req.encoding or "utf-8", errors=req.errors or "replace")
         except UnicodeDecodeError as e:
-            raise BadRequest(f"file is not valid {req.encoding or 'utf-8'}: {e}")
+            raise BadRequest(f"file is not valid {req.encoding or 'utf-8'}: {e}") from e
         return ok({"content": text.encode("utf-8", errors="replace").decode()})
 
     @api.post("/write_file")
@@ -277,7 +277,7 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
         try:
             data = base64.b64decode(req.content, validate=True) if req.encoding == "base64" else req.content.encode()
         except (binascii.Error, ValueError) as e:
-            raise BadRequest(f"content is not valid base64: {e}")
+            raise BadRequest(f"content is not valid base64: {e}") from e
         if len(data) > max_upload:
             raise PayloadTooLarge(f"content larger than {max_upload} bytes")
         path = sandbox_path(req.path)
@@ -336,7 +336,7 @@ def _known(lookup, name: str, what: str) -> None:
     try:
         lookup(name)
     except LookupError:
-        raise BadRequest(f"unknown {what} {name!r}")
+        raise BadRequest(f"unknown {what} {name!r}") from None
 
 
 @dataclass(frozen=True)
@@ -366,4 +366,4 @@ def check_tar(data: bytes, limits: TarLimits) -> None:
                     raise BadRequest(f"tar member {m.name!r}: device nodes are not allowed")
                 tf.members.clear()
     except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
-        raise BadRequest(f"not a tar archive: {e}")
+        raise BadRequest(f"not a tar archive: {e}") from e

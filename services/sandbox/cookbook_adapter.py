@@ -20,7 +20,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from tinker_cookbook import tokenizer_utils
 from tinker_cookbook.sandbox.sandbox_interface import SandboxResult, SandboxTerminatedError
+from transformers import AutoTokenizer
 
 from .client import RemoteSandbox, SandboxManagerClient
 from .errors import Conflict, NotFound
@@ -72,8 +74,6 @@ def register_thread_safe_tokenizer(model_name: str) -> Any:
     (message bodies) with plain ``encode`` (headers). transformers 5 then flips the Rust tokenizer's
     ``encode_special_tokens`` flag on every call; flipping it while another thread is encoding raises
     ``RuntimeError: Already borrowed`` (seen with harbor_rl, group size 2). Idempotent per name."""
-    from tinker_cookbook import tokenizer_utils
-    from transformers import AutoTokenizer
 
     existing = tokenizer_utils._CUSTOM_TOKENIZER_REGISTRY.get(model_name)
     if existing is not None and getattr(existing, "_lts_thread_safe", False):

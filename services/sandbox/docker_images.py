@@ -29,6 +29,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import docker
+from docker.errors import BuildError, ImageNotFound
+
 WORKSPACE = "/workspace"
 SCRUB_VERSION = "2"   # bump when SCRUB_SCRIPT changes: every scrubbed image is rebuilt
 
@@ -75,7 +78,6 @@ def _lock(key: str) -> threading.Lock:
 
 
 def docker_client(base_url: str | None = None, timeout: float = 600) -> Any:
-    import docker
     return docker.DockerClient(base_url=base_url, timeout=int(timeout)) if base_url else docker.from_env(timeout=int(timeout))
 
 
@@ -94,7 +96,6 @@ def context_hash(env_dir: Path) -> str:
 
 
 def _exists(client: Any, tag: str) -> bool:
-    from docker.errors import ImageNotFound
     try:
         client.images.get(tag)
         return True
@@ -125,7 +126,6 @@ def environment_image(client: Any, task: Any) -> str:
 
 def _build(client: Any, task: Any, env: Path, tag: str, timeout: float) -> None:
     """Classic-builder build through the API (no BuildKit, no network), under ``timeout``."""
-    from docker.errors import BuildError
     lines: list[str] = []
     err: list[BaseException] = []
 

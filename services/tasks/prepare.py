@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+from tqdm import tqdm
+
 from services.common.sandbox_api import Sandbox
 from services.sandbox.docker_images import SCRUB_VERSION, docker_client, task_image
 
@@ -124,7 +126,7 @@ async def validate_task(task: Task, base_dir: Path | ImageRef, factory: SandboxF
             reasons.append(f"untouched workspace scored {empty.reward:g} (expected 0)")
     finally:
         await sb.close()
-    from .cleangrade import validate_delete_test  # (cleangrade imports this module)
+    from .cleangrade import validate_delete_test  # noqa: PLC0415 (cleangrade imports this module)
     v.patches = {"empty_patch_reward": v.empty_reward,  # = clean grading of the empty patch
                  **await validate_delete_test(task, base_dir, factory, verifier_timeout)}
     for key in ("empty_patch_reward", "delete_test_reward"):
@@ -183,16 +185,8 @@ def _build_image_base(task: Task, docker: Any) -> dict[str, Any]:
     return {**task_image(docker, task), "limits": {"cpus": float(env.cpus), "memory_mb": int(env.memory_mb)}}
 
 
-def _progress(total: int, desc: str, enabled: bool):
-    try:
-        from tqdm import tqdm
-        return tqdm(total=total, desc=desc, unit="task", disable=not enabled, dynamic_ncols=True)
-    except ImportError:  # pragma: no cover - tqdm is in the control venv
-        class _Null:
-            def update(self, n=1): ...
-            def set_postfix_str(self, s): ...
-            def close(self): ...
-        return _Null()
+def _progress(total: int, desc: str, enabled: bool) -> tqdm:
+    return tqdm(total=total, desc=desc, unit="task", disable=not enabled, dynamic_ncols=True)
 
 
 async def prepare_tasks(tasks: list[Task], out_dir: Path, *, validate: bool = False,

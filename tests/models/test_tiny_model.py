@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from tinker_cookbook import model_info
+from tinker_cookbook.exceptions import ConfigurationError
 
 from services.models import cookbook_compat
 from services.models.hf_cache import check_model_id, content_revision, register, registered_path
@@ -129,7 +130,7 @@ def test_cookbook_registry_learns_local_org(hf_home, monkeypatch):
 
     monkeypatch.setattr(model_info, "get_model_attributes", model_info.get_model_attributes)  # undone after
     monkeypatch.setenv("HF_HUB_CACHE", str(Path(hf_home) / "hub"))
-    with pytest.raises(Exception):
+    with pytest.raises(ConfigurationError):
         model_info.get_recommended_renderer_name(MODEL_ID)  # the cookbook alone: unknown org
     cookbook_compat.install()
     cookbook_compat.install()  # idempotent

@@ -39,6 +39,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import docker
+from docker.errors import ImageNotFound
+from docker.errors import NotFound as DockerNotFound
+from docker.types import Ulimit
+
 from services.common.paths import REPO_ROOT, STATE_DIR
 
 from ..config import resolve
@@ -80,8 +85,6 @@ class DockerBackend(Backend):
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "DockerBackend":
-        import docker
-
         d = config.get("docker") or {}
         client = docker.DockerClient(base_url=d["base_url"]) if d.get("base_url") else docker.from_env()
         sources = d.get("bind_sources", ["state/modelservice"])
@@ -117,7 +120,6 @@ class DockerBackend(Backend):
 
     def _image_workdir(self, image: str) -> str:
         if image not in self._workdirs:
-            from docker.errors import ImageNotFound
             try:
                 attrs = self.docker.images.get(image).attrs
             except ImageNotFound:
@@ -150,7 +152,6 @@ class DockerBackend(Backend):
 
     async def create(self, sandbox_id: str, spec: SandboxSpec) -> dict[str, Any]:
         lim = spec.limits
-        from docker.types import Ulimit
         image = spec.image if spec.image and spec.image != "local" else self.default_image
         workdir = await asyncio.to_thread(self._image_workdir, image)
         fsize = lim.file_size_mb * 1024 * 1024
@@ -254,7 +255,6 @@ class DockerBackend(Backend):
         try:
             await asyncio.to_thread(c.remove, force=True)
         except Exception as e:  # noqa: BLE001 - gone already (e.g. removed by hand)
-            from docker.errors import NotFound as DockerNotFound
             if not isinstance(e, DockerNotFound):
                 raise
 

@@ -32,7 +32,7 @@ class WorkerBackend(Backend):
         try:
             r = await self._client.post(self.url + path, json=body)
         except httpx.TransportError as e:
-            raise Unavailable(f"sandbox worker {self.url} unreachable: {e}")
+            raise Unavailable(f"sandbox worker {self.url} unreachable: {e}") from e
         data = r.json()
         if r.status_code != 200:
             raise error_for_status(r.status_code, data.get("error") or r.text)
@@ -43,7 +43,7 @@ class WorkerBackend(Backend):
             r = await self._client.get(self.url.rsplit("/worker/v1", 1)[0] + "/health")
             r.raise_for_status()
         except httpx.HTTPError as e:
-            raise Unavailable(f"sandbox worker {self.url} is not reachable: {e}")
+            raise Unavailable(f"sandbox worker {self.url} is not reachable: {e}") from e
         self._limits = (r.json().get("result") or {}).get("limits") or {}
         log.info("sandbox worker limits: cgroups %s, enforced %s", self._limits.get("cgroups"),
                  ", ".join(self._limits.get("enforced") or []) or "none")
@@ -55,7 +55,7 @@ class WorkerBackend(Backend):
         try:
             (await self._client.get(self.url.rsplit("/worker/v1", 1)[0] + "/health", timeout=10)).raise_for_status()
         except httpx.HTTPError as e:
-            raise Unavailable(f"sandbox worker {self.url} is not reachable: {e}")
+            raise Unavailable(f"sandbox worker {self.url} is not reachable: {e}") from e
 
     def limits_info(self) -> dict[str, Any]:
         return self._limits
@@ -80,7 +80,7 @@ class WorkerBackend(Backend):
         try:
             r = await self._client.get(self.url + "/list")
         except httpx.TransportError as e:
-            raise Unavailable(f"sandbox worker {self.url} unreachable: {e}")
+            raise Unavailable(f"sandbox worker {self.url} unreachable: {e}") from e
         return r.json()["result"]
 
     async def exec(self, sandbox_id: str, req: ExecRequest) -> ExecOutput:

@@ -144,7 +144,7 @@ class LocalBackend(Backend):
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise SandboxError(f"another sandbox worker named {self.worker_name!r} is running on this state dir")
+            raise SandboxError(f"another sandbox worker named {self.worker_name!r} is running on this state dir") from None
         if self.use_cgroups:
             self.cgroup_support = cgroups.detect(self.cgroup_parent)
             self.use_cgroups = self.cgroup_support.usable
@@ -342,7 +342,7 @@ class LocalBackend(Backend):
         try:
             s, output = await BashSession.start(session, argv, cont, kill_tree, env, startup_source)
         except RuntimeError as e:
-            raise BadRequest(str(e))
+            raise BadRequest(str(e)) from e
         sb.sessions[session] = s
         return output
 
