@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from matplotlib.figure import Figure
+
 
 def write_reports(run_dir: Path, result: dict[str, Any], name: str) -> None:
     plot_rewards(result, run_dir / "results" / name / "reward_curve.png")
@@ -15,15 +17,11 @@ def write_reports(run_dir: Path, result: dict[str, Any], name: str) -> None:
 
 
 def plot_rewards(result: dict[str, Any], out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     steps = result.get("steps", [])
     xs = [s["step"] for s in steps if isinstance(s.get("mean_reward"), (int, float))]
     ys = [s["mean_reward"] for s in steps if isinstance(s.get("mean_reward"), (int, float))]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.subplots()
     if xs:
         ax.plot(xs, ys, marker="o", ms=3, lw=1.2, label="mean reward")
         if len(ys) >= 5:
@@ -35,39 +33,61 @@ def plot_rewards(result: dict[str, Any], out: Path) -> None:
         ax2 = ax.twinx()
         ax2.plot(*zip(*losses), color="grey", alpha=0.5, lw=1, label="loss / token")
         ax2.set_ylabel("loss per token")
+    held = (result.get("heldout") or {}).get("points") or []
+    if held:   # evaluation points (cookbook/evaluation.py record): the held-out pass rate on the same axis
+        split = (result.get("heldout") or {}).get("split", "heldout")
+        ax.plot([p["step"] for p in held], [p["pass_rate"] for p in held], marker="s", ms=6, lw=1.5, ls="--",
+                color="tab:red", label=f"{split} pass rate")
     ax.set_xlabel("step")
     ax.set_ylabel("mean reward" if result.get("mode") != "sft" else "sampled pass rate")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.set_title(f"{result.get('mode')} on {result.get('model')}")
-    if xs:
+    if xs or held:
         ax.legend(loc="upper left")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
-    plt.close(fig)
 
 
 def _esc(x: Any) -> str:
     return html.escape(str(x))
 
 
+def heldout_html(result: dict[str, Any]) -> list[str]:
+    """The viewer's held-out section: before -> after, and every evaluation point."""
+    h = result.get("heldout") or {}
+    if not h.get("points"):
+        return []
+    b, a = h["before"], h["after"]
+    rows = "".join(f"<tr><td>{p['step']}</td><td>{p['pass_rate']:.3f}</td><td>{p['mean_reward']:.3f}</td>"
+                   f"<td>{p['n']}</td><td>{p.get('n_failed', 0)}</td></tr>" for p in h["points"])
+    return [f"<h2>held-out evaluation ({_esc(h.get('split', 'heldout'))})</h2>",
+            f"<p class='heldout'>pass rate before {b['pass_rate']:.3f} (step {b['step']}) &rarr; after "
+            f"{a['pass_rate']:.3f} (step {a['step']}); {a['n']} scored rollouts per evaluation</p>",
+            "<table><tr><th>step</th><th>pass rate</th><th>mean reward</th><th>n</th><th>unscored</th></tr>"
+            f"{rows}</table>"]
+
+
 def write_viewer(run_dir: Path, result: dict[str, Any]) -> None:
     """run_dir/viewer.html: one section per step, one collapsible entry per rollout."""
     parts = [f"<!doctype html><meta charset='utf-8'><title>{_esc(run_dir.name)}</title>",
-             "<style>body{font:14px sans-serif;margin:2em;max-width:1100px}pre{white-space:pre-wrap;background:#f6f6f6;"
-             "padding:.6em;border-radius:4px}details{margin:.3em 0}summary{cursor:pointer}.r1{color:#070}.r0{color:#a00}.hack{color:#b50}"
+             "<style>body{font:14px sans-serif;margin:2em;max-width:1100px}pre{white-space:pre-wrap;"
+             "background:#f6f6f6;padding:.6em;border-radius:4px}details{margin:.3em 0}summary{cursor:pointer}"
+             ".r1{color:#070}.r0{color:#a00}.hack{color:#b50}"
              "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px}</style>",
              f"<h1>{_esc(result.get('mode'))} run {_esc(run_dir.name)}</h1><p>model {_esc(result.get('model'))}</p>"]
     curve = next(iter(run_dir.glob("results/*/reward_curve.png")), None)
     if curve:
         parts.append(f"<img src='{_esc(curve.relative_to(run_dir))}' alt='reward curve'>")
+    parts += heldout_html(result)
     parts.append("<table><tr><th>step</th><th>mean reward</th><th>rollouts</th><th>failures (infra, agent, verifier, "
                  "retries, hack:&lt;kind&gt;)</th><th>time (s)</th></tr>")
     for s in result.get("steps", []):
         mr = s.get("mean_reward")
         fails = ", ".join(f"{k} {v}" for k, v in (s.get("failures") or {}).items())
-        parts.append(f"<tr><td><a href='#step{s['step']}'>{s['step']}</a></td><td>{'' if mr is None else f'{mr:.3f}'}</td>"
+        parts.append(f"<tr><td><a href='#step{s['step']}'>{s['step']}</a></td>"
+                     f"<td>{'' if mr is None else f'{mr:.3f}'}</td>"
                      f"<td>{_esc(s.get('n_rollouts', ''))}</td><td>{_esc(fails)}</td>"
                      f"<td>{s.get('time_s', 0):.1f}</td></tr>")
     parts.append("</table>")
@@ -84,7 +104,8 @@ def write_viewer(run_dir: Path, result: dict[str, Any]) -> None:
             cls = "r1" if r == 1 else "r0"
             flags = (info.get("trajectory") or {}).get("verifier", {}).get("flags") or {}
             hack = (f" · <b class='hack'>{_esc(', '.join(flags))}</b>" if flags else "")
-            parts.append(f"<details><summary class='{cls}'>{_esc(f.stem)} · task {_esc(info.get('task_id'))} · reward {_esc(r)}"
+            parts.append(f"<details><summary class='{cls}'>{_esc(f.stem)} · task {_esc(info.get('task_id'))} · "
+                         f"reward {_esc(r)}"
                          f" · advantage {_esc(info.get('advantage', ''))} · turns {_esc(info.get('turns_used'))} · "
                          f"{_esc(info.get('stop_reason'))}{hack}</summary><pre>{_esc(txt)}</pre></details>")
     (run_dir / "viewer.html").write_text("\n".join(parts))
