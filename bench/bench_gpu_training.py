@@ -28,7 +28,9 @@ import torch.nn.functional as F
 from bench_gpu_common import DEV, PEAK_BF16, Results, env_info, free_cuda, make_model, n_params, sync
 
 from services.backend.codec import Datum, FwdBwdRequest
-from services.backend.runtime import BaseModel, ModelInfo, Runtime, TrainableModel, TrainConfig, _enable_grad_ckpt
+from services.backend.models import BaseModel, TrainableModel, enable_grad_ckpt
+from services.backend.runtime import Runtime
+from services.backend.runtime_api import ModelInfo, TrainConfig
 
 T = 2048
 ADAM = dict(learning_rate=1e-6, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.0, grad_clip_norm=1.0)
@@ -86,7 +88,7 @@ def make_runtime(model, name: str, gc: bool, mb_tokens: int, tmp: str) -> Runtim
     rt.bases[name] = base
     rt.gradient_checkpointing = gc
     if gc:
-        _enable_grad_ckpt(model)
+        enable_grad_ckpt(model)
     else:
         model.gradient_checkpointing_disable()
     return rt

@@ -27,7 +27,8 @@ import numpy as np  # noqa: E402
 
 from services.backend.codec import Datum, FwdBwdRequest  # noqa: E402
 from services.backend.ray_runtime import RayRuntime  # noqa: E402
-from services.backend.runtime import Runtime, TrainConfig, validate_adam  # noqa: E402
+from services.backend.runtime import Runtime, TrainConfig  # noqa: E402
+from services.backend.wire import adam_params  # noqa: E402
 
 MODEL = ROOT / "models" / "qwen3-tiny-xs"
 
@@ -35,7 +36,7 @@ MODEL = ROOT / "models" / "qwen3-tiny-xs"
 def run(rt, steps: int, data: list[Datum]) -> float:
     """tokens/s of forward_backward + optim_step over ``steps`` steps (after one warm-up step)."""
     rt.create_model("m", TrainConfig("tiny", rank=16, seed=0))
-    adam = validate_adam({"learning_rate": 1e-4})
+    adam = adam_params({"learning_rate": 1e-4})
     ntok = sum(len(d.tokens) for d in data)
     for i in range(steps + 1):
         if i == 1:

@@ -10,27 +10,28 @@ import os
 import signal
 import sys
 import time
+from functools import partial
 from pathlib import Path
+
+import uvicorn
 
 from services.common.config import load_config
 from services.common.logs import setup_logging
-from services.common.paths import REPO_ROOT
 
-
-def _abs(p: str | os.PathLike) -> Path:
-    p = Path(os.path.expandvars(str(p))).expanduser()
-    return p if p.is_absolute() else REPO_ROOT / p
+from .app import create_app
+from .paths import repo_path
+from .ray_runtime import RayRuntime
+from .runtime import Runtime
+from .scheduler import Scheduler
+from .state import BackendState
+from .store import Store
 
 
 def build(cfg: dict, state_dir: Path):
-    """Construct store, engine (with its runtime) and the FastAPI app from a config dict."""
-    from .app import Backend, create_app
-    from .engine import Engine
-    from .runtime import Runtime
-    from .store import Store
+    """Construct store, scheduler (with its runtime) and the FastAPI app from a config dict."""
 
     rcfg = cfg.get("runtime", {})
-    models = [dict(m, path=str(_abs(m["path"]))) for m in rcfg.get("models", [])]
+    models = [dict(m, path=str(repo_path(m["path"]))) for m in rcfg.get("models", [])]
     if not models:
         raise SystemExit("runtime.models is empty: configure at least one base model (python configure.py)")
     for m in models:
@@ -41,10 +42,6 @@ def build(cfg: dict, state_dir: Path):
 
     runtime_cls = Runtime
     if rcfg.get("ray"):  # engine.ray: trainer ranks and sampler replicas as Ray actors (docs/ray.md)
-        from functools import partial
-
-        from .ray_runtime import RayRuntime
-
         runtime_cls = partial(RayRuntime, ray_cfg=rcfg["ray"])
 
     def factory():
@@ -62,12 +59,12 @@ def build(cfg: dict, state_dir: Path):
     bcfg = dict(cfg.get("backend", {}))
     bcfg["tokenizer_ids"] = {m["name"]: m.get("tokenizer_id", m["name"]) for m in models}
     holder: dict = {}
-    engine = Engine(factory, store, on_done=lambda rid: holder["backend"].on_done(rid),
-                    batch_window_s=float(bcfg.get("batch_window_s", 0.002)),
-                    sample_round_tokens=int(bcfg.get("sample_round_tokens", 4096)))
-    backend = Backend(bcfg, store, engine, ckdir)
-    holder["backend"] = backend
-    return backend, create_app(backend)
+    scheduler = Scheduler(factory, store, on_done=lambda rid: holder["state"].on_done(rid),
+                          batch_window_s=float(bcfg.get("batch_window_s", 0.002)),
+                          sample_round_tokens=int(bcfg.get("sample_round_tokens", 4096)))
+    state = BackendState(bcfg, store, scheduler, ckdir)
+    holder["state"] = state
+    return state, create_app(state)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,13 +81,13 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = load_config("runtime", args.config)
     if cfg.get("engine_config"):  # device/dtype/batching live in engine.yaml
-        eng = load_config("engine", _abs(cfg["engine_config"])) if _abs(cfg["engine_config"]).exists() else {}
+        eng = load_config("engine", repo_path(cfg["engine_config"])) if repo_path(cfg["engine_config"]).exists() else {}
         cfg.setdefault("runtime", {}).update(eng.get("engine", {}))
     b = cfg.setdefault("backend", {})
     host = args.host or b.get("host", "127.0.0.1")
     port = args.port or int(b.get("port", 19210))
-    state_dir = _abs(args.state_dir or b.get("state_dir", "state/backend"))
-    log_file = _abs(args.log_file or b.get("log_file", "state/logs/backend.log"))
+    state_dir = repo_path(args.state_dir or b.get("state_dir", "state/backend"))
+    log_file = repo_path(args.log_file or b.get("log_file", "state/logs/backend.log"))
     keys = args.api_key or b.get("api_keys") or ([os.environ["TINKER_API_KEY"]] if os.environ.get("TINKER_API_KEY") else [])
     if not keys:
         print("error: no API key configured: set backend.api_keys in config/runtime.yaml, pass --api-key, or export "
@@ -101,14 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     log.info("starting backend on http://%s:%d (state %s, log %s)", host, port, state_dir, log_file)
 
-    backend, app = build(cfg, state_dir)
-    backend.engine.start()
-    backend.engine.ready.wait()
-    if backend.engine.startup_error:
-        log.error("runtime failed to start: %s", backend.engine.startup_error)
+    state, app = build(cfg, state_dir)
+    state.scheduler.start()
+    state.scheduler.ready.wait()
+    if state.scheduler.startup_error:
+        log.error("runtime failed to start: %s", state.scheduler.startup_error)
         return 1
-
-    import uvicorn
 
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                                            timeout_graceful_shutdown=5))
@@ -119,11 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server.run()
     finally:
-        log.info("stopping engine (served %.0fs)", time.time() - t0)
-        backend.engine.stop()
-        if hasattr(backend.engine.runtime, "close"):  # the Ray runtime stops its actors (and private cluster)
-            backend.engine.runtime.close()
-        backend.store.close()
+        log.info("stopping the scheduler (served %.0fs)", time.time() - t0)
+        state.scheduler.stop()
+        if state.runtime is not None:  # the Ray runtime stops its actors (and private cluster)
+            state.runtime.close()
+        state.store.close()
         log.info("backend stopped")
     return 0
 

@@ -28,6 +28,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyrage
+import torch
+from peft import PeftModel
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from services.common.config import load_config
+
+from . import checkpoints
+from .paths import repo_path
+from .errors import BadRequest
+
 EXPORT_META = "local_tinker_export.json"
 
 
@@ -39,7 +51,7 @@ def export_checkpoint(ck: Path, out: Path, base_path: str, adapter: bool = False
                       dtype: str = "float32") -> dict[str, Any]:
     """Write the HF directory for checkpoint directory ``ck`` into ``out`` (created; must be empty or absent).
     ``dtype``: of the merged weights (the merge itself runs in float32)."""
-    meta = json.loads((ck / "meta.json").read_text())
+    meta = checkpoints.read_meta(ck)
     tc = meta["train_config"]
     is_lora = tc["rank"] > 0
     if adapter and not is_lora:
@@ -47,9 +59,6 @@ def export_checkpoint(ck: Path, out: Path, base_path: str, adapter: bool = False
                           "drop --adapter to export the full weights")
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"output directory {out} is not empty")
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     tmp = out.with_name(f".{out.name}.tmp{time.time_ns()}")
     tmp.mkdir(parents=True)
     try:
@@ -64,8 +73,6 @@ def export_checkpoint(ck: Path, out: Path, base_path: str, adapter: bool = False
             if is_lora:
                 model = _merge_lora(model, ck)
             else:
-                from safetensors.torch import load_file
-
                 missing, unexpected = model.load_state_dict(load_file(str(ck / "model.safetensors")), strict=False)
                 tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()
                 if unexpected or set(missing) - tied:
@@ -91,9 +98,6 @@ def export_checkpoint(ck: Path, out: Path, base_path: str, adapter: bool = False
 
 def _merge_lora(model, ck: Path):
     """Fold the checkpoint's LoRA into ``model`` (untying lm_head first if the LoRA touches it)."""
-    import torch
-    from peft import PeftModel
-
     cfg = json.loads((ck / "adapter_config.json").read_text())
     targets = cfg.get("target_modules") or []
     if "lm_head" in targets and getattr(model.config, "tie_word_embeddings", False):
@@ -107,16 +111,16 @@ def _merge_lora(model, ck: Path):
 def resolve(spec: str, checkpoint_dir: Path) -> tuple[Path, str]:
     """CHECKPOINT argument -> (checkpoint directory, tinker path or description)."""
     if spec.startswith("tinker://"):
-        parts = spec[len("tinker://"):].split("/")
-        if len(parts) != 3 or parts[1] not in ("weights", "sampler_weights") or not parts[0] or ".." in spec:
-            raise ExportError(f"malformed checkpoint path {spec!r}: expected tinker://<model_id>/weights|sampler_weights/<name>")
-        ck = checkpoint_dir.joinpath(*parts)
-        if not (ck / "meta.json").exists():
+        try:
+            ck = checkpoints.parse(spec).directory(checkpoint_dir)
+        except BadRequest as e:
+            raise ExportError(e.message) from None
+        if not checkpoints.exists(ck):
             raise ExportError(f"checkpoint {spec} does not exist under {checkpoint_dir} (list them: the SDK's "
                               "RestClient.list_user_checkpoints(), or ls the directory)")
         return ck, spec
     d = Path(spec)
-    if (d / "meta.json").exists():
+    if checkpoints.exists(d):
         return d, str(d)
     for name, key in (("checkpoint.json", "path"), ("state.json", "checkpoint")):
         if (d / name).exists():
@@ -125,6 +129,13 @@ def resolve(spec: str, checkpoint_dir: Path) -> tuple[Path, str]:
                 return resolve(path, checkpoint_dir)
     raise ExportError(f"{spec!r} is neither a tinker:// path, a run directory with a saved checkpoint "
                       "(checkpoint.json or state.json) nor a checkpoint directory (meta.json)")
+
+
+def encrypt_tree(root: Path, recipients: list) -> None:
+    """Encrypt every file under ``root`` to ``recipients`` as FILE.age (the plaintext is removed)."""
+    for f in [p for p in root.rglob("*") if p.is_file()]:
+        pyrage.encrypt_file(str(f), f"{f}.age", recipients)
+        f.unlink()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,16 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--state-dir", default=None, help="backend state directory (default: backend.state_dir of the config)")
     args = ap.parse_args(argv)
 
-    from services.common.config import load_config
-
-    from .__main__ import _abs
-
     cfg = load_config("runtime", args.config)
-    state_dir = _abs(args.state_dir or cfg.get("backend", {}).get("state_dir", "state/backend"))
-    bases = {m["name"]: str(_abs(m["path"])) for m in cfg.get("runtime", {}).get("models", [])}
+    state_dir = repo_path(args.state_dir or cfg.get("backend", {}).get("state_dir", "state/backend"))
+    bases = {m["name"]: str(repo_path(m["path"])) for m in cfg.get("runtime", {}).get("models", [])}
     try:
         ck, source = resolve(args.checkpoint, state_dir / "checkpoints")
-        base = json.loads((ck / "meta.json").read_text())["train_config"]["base_model"]
+        base = checkpoints.train_config(ck)["base_model"]
         if base not in bases:
             raise ExportError(f"base model {base!r} of {source} is not in the runtime config "
                               f"(configured: {', '.join(bases) or 'none'}); pass --config with the config it was trained under")

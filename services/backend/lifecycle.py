@@ -5,7 +5,7 @@
   unloaded (its saved checkpoints stay on disk).
 * A future's stored result is deleted ``future_ttl_s`` after the client first retrieved it, or
   ``unretrieved_future_ttl_s`` after it finished if nobody ever did.
-* Sampler snapshots are bounded by count and bytes in the runtime (``Runtime._register_sampler``).
+* Sampler snapshots are bounded by count and bytes in the runtime (snapshots.py).
 
 ``reaper`` runs these checks every ``reap_every_s`` on the API's event loop.
 """
@@ -26,17 +26,12 @@ def settings(cfg: dict[str, Any]) -> dict[str, float]:
 
 
 async def end_session(B, session_id: str) -> None:
-    """Unload what a finished or expired session holds (on the engine thread)."""
+    """Unload what a finished or expired session holds (on the scheduler thread)."""
     models, keys = B.store.session_holdings(session_id)
     if not models and not keys:
         return
-    def release(rt) -> None:
-        if hasattr(rt, "release"):
-            rt.release(models, keys)
-        else:
-            log.warning("this runtime (%s) cannot unload a session's models", type(rt).__name__)
-
-    await asyncio.get_running_loop().run_in_executor(None, lambda: B.engine.call(release))
+    await asyncio.get_running_loop().run_in_executor(
+        None, lambda: B.scheduler.call(lambda rt: rt.release(models, keys)))
     log.info("session %s ended: unloaded %d model(s) and %d sampler snapshot(s)", session_id, len(models), len(keys))
 
 

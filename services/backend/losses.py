@@ -54,8 +54,14 @@ LOSSES: dict[str, tuple[LossFn, tuple[str, ...], dict[str, float]]] = {
 }
 
 
+def loss(loss_fn: str, config: dict[str, float] | None) -> tuple[LossFn, dict[str, float]]:
+    """(fn, config with the defaults filled in) of a loss ``resolve`` accepted (the runtime's look-up)."""
+    fn, _, defaults = LOSSES[loss_fn]
+    return fn, {**defaults, **(config or {})}
+
+
 def resolve(loss_fn: str, config: dict[str, float] | None) -> tuple[LossFn, tuple[str, ...], dict[str, float]]:
-    """Validate a loss name + config; return (fn, required inputs, full config)."""
+    """Validate a loss name + config (the API edge); return (fn, required inputs, full config)."""
     if loss_fn == "stable_reinforce":
         raise BadRequest(f"loss_fn 'stable_reinforce' is not supported by this backend (Tinker's math for it is not "
                          f"public); supported: {', '.join(LOSSES)}. tinker-cookbook's async RL loop takes "

@@ -1,6 +1,6 @@
 """The runtime on Ray: trainer ranks and sampler replicas as Ray actors (``engine.ray`` in engine.yaml).
 
-``RayRuntime`` offers the engine and the API layer the same methods as ``runtime.Runtime``; each
+``RayRuntime`` implements the runtime interface (runtime_api.RuntimeAPI) like ``runtime.Runtime``; each
 actor holds an ordinary ``Runtime`` and the driver (the backend process) only routes work:
 
 * **Trainer ranks** (``trainers: N``) sit in one placement group and form a torch.distributed
@@ -38,8 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from .codec import FwdBwdRequest
-from .errors import NotFound, ServerFault, TinkerError
-from .runtime import ModelInfo, Runtime, SamplerWeights, TrainConfig
+from .errors import BadRequest, NotFound, ServerFault, TinkerError
+from .models import SamplerWeights
+from .runtime import Runtime
+from .runtime_api import ModelInfo, Poll, RuntimeAPI, TrainConfig
 from .sampler import SampleResult, SampleSpec
 
 log = logging.getLogger("backend.ray")
@@ -173,7 +175,7 @@ class SamplerReplica:
         cfg = TrainConfig(**cfg_json)
         base = self.rt.base(cfg.base_model)
         if cfg.is_lora:
-            adapter = self.rt._new_adapter_name("s")
+            adapter = self.rt.new_adapter_name("s")
             base.add_lora(adapter, cfg)
             base.load_adapter_state(adapter, state)
             for p in base.adapter_params(adapter):
@@ -201,8 +203,8 @@ def _unwrap(e: BaseException) -> BaseException:
     return cause if isinstance(cause, TinkerError) else e
 
 
-class RayRuntime:
-    """The Runtime interface over Ray actors (see the module docstring). Runs on the engine thread."""
+class RayRuntime(RuntimeAPI):
+    """The runtime interface over Ray actors (see the module docstring). Runs on the scheduler thread."""
 
     def __init__(self, models: list[dict[str, Any]], checkpoint_dir: Path, ray_cfg: dict[str, Any], **rt_kwargs):
         try:
@@ -311,8 +313,6 @@ class RayRuntime:
 
     def base(self, name: str) -> BaseStub:
         if name not in self.bases:
-            from .errors import BadRequest
-
             raise BadRequest(f"unknown base model {name!r}; this backend serves: {', '.join(self.bases)}")
         return self.bases[name]
 
@@ -321,9 +321,6 @@ class RayRuntime:
             raise NotFound(f"training model {model_id!r} is not loaded (unknown id, or the backend restarted: "
                            "create a new training client from a saved checkpoint)")
         return self.trainables[model_id]
-
-    checkpoint_path = Runtime.checkpoint_path
-    read_meta = staticmethod(Runtime.read_meta)
 
     # ------------------------------------------------------------------ training
     def create_model(self, model_id: str, cfg: TrainConfig) -> TrainConfig:
@@ -435,7 +432,8 @@ class RayRuntime:
         key = f"{weights_key}|{','.join(map(str, spec.prompt))}".encode()
         return max(live, key=lambda i: hashlib.blake2b(key + b"#%d" % i, digest_size=8).digest())
 
-    def sample(self, base_model: str, weights_key: str | None, specs: list[SampleSpec], poll=None) -> list[SampleResult]:
+    def sample(self, base_model: str, weights_key: str | None, specs: list[SampleSpec],
+               poll: Poll | None = None) -> list[SampleResult]:
         self.base(base_model)
         source = None
         if weights_key is not None:

@@ -1,6 +1,6 @@
 """Persistent state of the backend (SQLite, WAL): sessions, models, sampling sessions,
 futures and their results. A restart keeps every completed result and all metadata;
-checkpoints live on disk next to it (runtime.py)."""
+checkpoints live on disk next to it (checkpoints.py)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ CREATE TABLE IF NOT EXISTS futures (
   req_hash TEXT, status TEXT, created REAL, finished REAL, content_type TEXT, result BLOB,
   error TEXT, category TEXT);
 CREATE INDEX IF NOT EXISTS futures_dedupe ON futures(model_id, seq_id);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
 
 
@@ -80,14 +79,6 @@ class Store:
     def finish_session(self, session_id: str, reason: str) -> None:
         self._exec("UPDATE sessions SET finished=? WHERE session_id=? AND finished IS NULL", (reason, session_id))
 
-    def next_counter(self, name: str) -> int:
-        with self._lock:
-            cur = self.db.execute("SELECT value FROM meta WHERE key=?", (name,))
-            row = cur.fetchone()
-            n = int(row[0]) + 1 if row else 1
-            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?,?)", (name, str(n)))
-            return n
-
     # ---- models and samplers
     def add_model(self, model_id: str, session_id: str, base_model: str, train_config: dict, user_metadata: dict | None) -> None:
         now = time.time()
@@ -115,6 +106,12 @@ class Store:
 
     def sampler(self, sampler_id: str) -> dict[str, Any] | None:
         return self._one("SELECT * FROM samplers WHERE sampler_id=?", (sampler_id,))
+
+    def session_model_ids(self, session_id: str) -> list[str]:
+        return [r["model_id"] for r in self._all("SELECT model_id FROM models WHERE session_id=?", (session_id,))]
+
+    def session_sampler_ids(self, session_id: str) -> list[str]:
+        return [r["sampler_id"] for r in self._all("SELECT sampler_id FROM samplers WHERE session_id=?", (session_id,))]
 
     # ---- futures
     def new_future(self, kind: str, model_id: str | None = None, seq_id: int | None = None, req_hash: str | None = None) -> str:
@@ -158,7 +155,7 @@ class Store:
 
     def session_holdings(self, session_id: str) -> tuple[list[str], list[str]]:
         """The session's training model ids and the weights keys of its sampling sessions."""
-        models = [r["model_id"] for r in self._all("SELECT model_id FROM models WHERE session_id=?", (session_id,))]
+        models = self.session_model_ids(session_id)
         keys = [r["weights_key"] for r in self._all("SELECT weights_key FROM samplers WHERE session_id=? AND weights_key IS NOT NULL",
                                                     (session_id,))]
         return models, keys

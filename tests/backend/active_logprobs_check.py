@@ -11,7 +11,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 
-from services.backend import runtime as R
+from services.backend import logprobs as R
 
 
 def batch(prefix: int, rows: int, rng: np.random.Generator):
@@ -50,7 +50,7 @@ def main(model_dir: str) -> None:
         tgt = torch.zeros_like(ids)
         for i, (x, y) in enumerate(zip(inputs, targets)):
             ids[i, : len(x)], tgt[i, : len(y)] = torch.as_tensor(x), torch.as_tensor(y)
-        ref_all = R._gather_logprobs(m(input_ids=ids, use_cache=False).logits, tgt)
+        ref_all = R.gather_logprobs(m(input_ids=ids, use_cache=False).logits, tgt)
         ref = [ref_all[i, :n] for i, n in enumerate(lens)]
         g_ref = grads(m, ref, active)
         dv = max((f - r).abs().max().item() for f, r in zip(fast, ref))

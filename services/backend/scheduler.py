@@ -1,8 +1,10 @@
-"""The engine: one worker thread that owns the torch runtime and executes queued jobs.
+"""The scheduler: one worker thread that owns the runtime and executes typed jobs, one job type
+per request kind and one ``process_<kind>`` handler per type (``engine:`` in engine.yaml configures
+the runtime it drives).
 
 * Training jobs of one model run strictly in ``seq_id`` order (a missing seq id is waited
   for at most ``gap_timeout_s``, since a client-side failure can leave a gap).
-* Sampling jobs that share weights are batched into one ``Runtime.sample`` call, so
+* Sampling jobs that share weights are batched into one ``runtime.sample`` call, so
   hundreds of concurrent one-sample requests (the cookbook's pattern) decode together.
 * Training and sampling alternate, so neither starves the other.
 * Fairness: a sample request larger than ``sample_round_tokens`` (num_samples x max_tokens) is
@@ -11,54 +13,122 @@
   when a small request arrives: its unfinished rows are resumed (prompt + their tokens, their
   seeded streams) in a later round. A 2-token request waits for a few decode steps, not for a
   1024 x 512-token request to finish.
-Results go to the store; ``on_done(request_id)`` wakes the API's long-polls.
+Results go to the store, encoded by wire.py; ``on_done(request_id)`` wakes the API's long-polls.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import shutil
 import threading
 import time
 import traceback
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
+from . import checkpoints, export, wire
+from .codec import FwdBwdRequest
 from .errors import TinkerError
-from .runtime import Runtime
+from .runtime_api import RuntimeAPI, TrainConfig
+from .sampler import SampleResult, SampleSpec
 from .store import Store
+from .wire import Result
 
-log = logging.getLogger("backend.engine")
+log = logging.getLogger("backend.scheduler")
 
-Result = tuple[str, bytes]  # (content type, body)
+SampleKey = tuple[str, str | None]  # (base model, sampler weights key; None = the base model)
 
 
+# ---------------------------------------------------------------------- jobs
 @dataclass
 class Job:
     request_id: str
-    kind: str
-    run: Callable[[Runtime], Result] | None = None  # training-type jobs
-    model_id: str | None = None
-    seq_id: int | None = None
-    # sampling jobs
-    sample_key: tuple[str, str | None] | None = None  # (base_model, weights key)
-    sample_spec: Any = None
-    finish_sample: Callable[[Any], Result] | None = None
-    submitted: float = field(default_factory=time.time)
+    submitted: float = field(default_factory=time.time, init=False)
+
+
+@dataclass
+class ModelJob(Job):
+    """A job on one training model; with a ``seq_id`` it runs in that model's seq_id order."""
+
+    model_id: str
+    seq_id: int | None
+
+
+@dataclass
+class CreateModelJob(ModelJob):
+    config: TrainConfig
+
+
+@dataclass
+class UnloadModelJob(ModelJob):
+    pass
+
+
+@dataclass
+class ForwardBackwardJob(ModelJob):
+    req: FwdBwdRequest
+
+
+@dataclass
+class OptimStepJob(ModelJob):
+    adam: dict[str, float]
+
+
+@dataclass
+class SaveWeightsJob(ModelJob):
+    save: wire.SaveWeights
+
+
+@dataclass
+class SaveForSamplerJob(ModelJob):
+    save: wire.SaveForSampler
+    session_id: str               # of the training model (a snapshot's sampling session joins it)
+    base_model: str
+
+
+@dataclass
+class LoadWeightsJob(ModelJob):
+    path: str                     # tinker:// path, echoed in the result
+    directory: Path
+    with_optimizer: bool
+    create: TrainConfig | None    # create the model first (load_weights into a new training client)
+
+
+@dataclass
+class SaveExternalJob(ModelJob):
+    save: wire.SaveExternal
+    directory: Path
+    base_model: str
+
+
+@dataclass
+class SampleJob(Job):
+    key: SampleKey
+    spec: SampleSpec
+
+
+@dataclass
+class CallJob(Job):
+    """A quick synchronous call on the worker thread (``Scheduler.call``); no future."""
+
+    fn: Callable[[], None]
 
 
 @dataclass
 class _Chunked:
     """A large sample job answered in chunks of its sequences (one chunk per sampling round)."""
-    job: Job
-    chunks: list[Any]                           # SampleSpecs still to run (chunks, resumed rows)
+    job: SampleJob
+    chunks: list[SampleSpec]                    # specs still to run (chunks, resumed rows)
     slots: list[Any] = field(default_factory=list)   # the request's sequences, by row index
-    head: Any = None                            # the first chunk's SampleResult (prompt logprobs)
+    head: SampleResult | None = None            # the first chunk's result (prompt logprobs)
 
 
-class Engine:
-    def __init__(self, runtime_factory: Callable[[], Runtime], store: Store, on_done: Callable[[str], None],
+class Scheduler:
+    def __init__(self, runtime_factory: Callable[[], RuntimeAPI], store: Store, on_done: Callable[[str], None],
                  gap_timeout_s: float = 1.0, batch_window_s: float = 0.002, sample_round_tokens: int = 16384):
         self.store = store
         self.sample_round_tokens = sample_round_tokens   # num_samples x max_tokens above this is chunked
@@ -66,18 +136,24 @@ class Engine:
         self.gap_timeout_s = gap_timeout_s
         self.batch_window_s = batch_window_s
         self._factory = runtime_factory
-        self.runtime: Runtime | None = None
+        self.runtime: RuntimeAPI | None = None
         self._cv = threading.Condition()
         self._general: list[Job] = []                         # jobs without a model order
-        self._train: dict[str, dict[int, Job]] = defaultdict(dict)
+        self._train: dict[str, dict[int, ModelJob]] = defaultdict(dict)
         self._last_seq: dict[str, int] = {}
-        self._samples: list[Job] = []
+        self._samples: list[SampleJob] = []
         self._chunked: list[_Chunked] = []
         self._stop = False
         self.ready = threading.Event()
         self.startup_error: str | None = None
-        self._thread = threading.Thread(target=self._main, name="engine", daemon=True)
+        self._thread = threading.Thread(target=self._main, name="scheduler", daemon=True)
         self.busy_s = 0.0
+        self._handlers: dict[type, Callable[[Any], Result]] = {
+            CreateModelJob: self.process_create_model, UnloadModelJob: self.process_unload_model,
+            ForwardBackwardJob: self.process_forward_backward, OptimStepJob: self.process_optim_step,
+            SaveWeightsJob: self.process_save_weights, SaveForSamplerJob: self.process_save_for_sampler,
+            LoadWeightsJob: self.process_load_weights, SaveExternalJob: self.process_save_external,
+            CallJob: self.process_call}
 
     def start(self) -> None:
         self._thread.start()
@@ -90,36 +166,107 @@ class Engine:
 
     def submit(self, job: Job) -> None:
         with self._cv:
-            if job.sample_key is not None:
+            if isinstance(job, SampleJob):
                 self._samples.append(job)
-            elif job.model_id is not None and job.seq_id is not None:
+            elif isinstance(job, ModelJob) and job.seq_id is not None:
                 self._train[job.model_id][job.seq_id] = job
             else:
                 self._general.append(job)
             self._cv.notify()
 
-    def call(self, fn: Callable[[Runtime], Any], timeout: float = 60.0) -> Any:
-        """Run ``fn(runtime)`` on the engine thread and wait for its value (for quick
+    def call(self, fn: Callable[[RuntimeAPI], Any], timeout: float = 60.0) -> Any:
+        """Run ``fn(runtime)`` on the worker thread and wait for its value (for quick
         synchronous operations such as creating sampler weights)."""
         box: dict[str, Any] = {}
         done = threading.Event()
 
-        def run(rt: Runtime) -> Result:
+        def run() -> None:
             try:
-                box["value"] = fn(rt)
+                box["value"] = fn(self.runtime)
             except BaseException as e:  # noqa: BLE001
                 box["error"] = e
             done.set()
-            return ("", b"")
 
         with self._cv:
-            self._general.insert(0, Job(request_id="", kind="call", run=run))
+            self._general.insert(0, CallJob(request_id="", fn=run))
             self._cv.notify()
         if not done.wait(timeout):
-            raise TimeoutError("engine busy")
+            raise TimeoutError("scheduler busy")
         if "error" in box:
             raise box["error"]
         return box.get("value")
+
+    # ------------------------------------------------------------------ handlers (worker thread)
+    def process_create_model(self, job: CreateModelJob) -> Result:
+        self.runtime.create_model(job.model_id, job.config)
+        return wire.json_result({"model_id": job.model_id, "type": "create_model"})
+
+    def process_unload_model(self, job: UnloadModelJob) -> Result:
+        self.runtime.unload_model(job.model_id)
+        return wire.json_result({"model_id": job.model_id, "type": "unload_model"})
+
+    def process_forward_backward(self, job: ForwardBackwardJob) -> Result:
+        outs, metrics = self.runtime.forward_backward(job.req)
+        return wire.forward_backward_result(outs, metrics)
+
+    def process_optim_step(self, job: OptimStepJob) -> Result:
+        return wire.json_result({"metrics": self.runtime.optim_step(job.model_id, job.adam), "type": "optim_step"})
+
+    def process_save_weights(self, job: SaveWeightsJob) -> Result:
+        s = job.save
+        checkpoints.set_expiry(self.runtime.save(job.model_id, s.name, "weights", True, s.overwrite, s.user_metadata),
+                               s.ttl)
+        return wire.json_result({"path": checkpoints.uri(job.model_id, "weights", s.name), "type": "save_weights"})
+
+    def process_save_for_sampler(self, job: SaveForSamplerJob) -> Result:
+        s = job.save
+        res: dict[str, Any] = {"type": "save_weights_for_sampler"}
+        if s.name is not None:
+            d = self.runtime.save(job.model_id, s.name, "sampler_weights", False, True, s.user_metadata)
+            checkpoints.set_expiry(d, s.ttl)
+            res["path"] = checkpoints.uri(job.model_id, "sampler_weights", s.name)
+        if s.sampling_session_seq_id is not None:
+            sampler_id = f"{job.session_id}:sample:{s.sampling_session_seq_id}"
+            key = f"snap:{sampler_id}:{job.request_id}"
+            self.runtime.snapshot_for_sampler(job.model_id, key)
+            self.store.add_sampler(sampler_id, job.session_id, job.base_model, None, key)
+            res["sampling_session_id"] = sampler_id
+        return wire.json_result(res)
+
+    def process_load_weights(self, job: LoadWeightsJob) -> Result:
+        if job.create is not None:
+            self.runtime.create_model(job.model_id, job.create)
+        self.runtime.load_into(job.model_id, job.directory, job.with_optimizer)
+        return wire.json_result({"path": job.path, "model_id": job.model_id, "type": "load_weights"})
+
+    def process_save_external(self, job: SaveExternalJob) -> Result:
+        """The model's current weights as a Hugging Face directory (``files/``, age-encrypted if asked)."""
+        s, dest = job.save, job.directory
+        src = self.runtime.save(job.model_id, f".src-{s.name}-{time.time_ns()}", "external_weights", False, True)
+        try:
+            meta = checkpoints.read_meta(src)
+            if dest.exists():
+                shutil.rmtree(dest)
+            info = export.export_checkpoint(src, dest / "files", self.runtime.base(job.base_model).path,
+                                            adapter=meta["train_config"]["rank"] > 0,
+                                            source=f"tinker://{job.model_id}")
+            if s.recipients:
+                export.encrypt_tree(dest / "files", s.recipients)
+        finally:
+            shutil.rmtree(src, ignore_errors=True)
+        meta.update(name=s.name, kind="external_weights", format=info["format"],
+                    expires_at=time.time() + s.ttl if s.ttl else None, user_metadata={})
+        checkpoints.write_meta(dest, meta)
+        size = sum(f.stat().st_size for f in (dest / "files").rglob("*") if f.is_file())
+        return wire.json_result({"path": checkpoints.uri(job.model_id, "external_weights", s.name),
+                                 "size_bytes": size, "type": "save_weights_external"})
+
+    def process_call(self, job: CallJob) -> Result:
+        job.fn()
+        return "", b""
+
+    def _finish_sample(self, res: SampleResult) -> Result:
+        return wire.sample_result(res.sequences, res.prompt_logprobs, res.topk_prompt, res.cache_hit_tokens)
 
     # ------------------------------------------------------------------ worker
     def _main(self) -> None:
@@ -156,7 +303,7 @@ class Engine:
     def _wait_time(self) -> float:
         return 0.1 if any(self._train.values()) else 1.0
 
-    def _pop_ready_training(self) -> list[Job]:
+    def _pop_ready_training(self) -> list[ModelJob]:
         out = []
         now = time.time()
         for mid, q in self._train.items():
@@ -173,42 +320,43 @@ class Engine:
 
     def _execute(self, job: Job) -> None:
         t0 = time.time()
+        kind = type(job).__name__
         try:
-            ctype, body = job.run(self.runtime)
+            ctype, body = self._handlers[type(job)](job)
             if job.request_id:
                 self.store.complete(job.request_id, ctype, body)
         except TinkerError as e:
             if job.request_id:
                 self.store.fail(job.request_id, e.message, e.category)
         except Exception as e:  # noqa: BLE001
-            log.error("job %s (%s) failed:\n%s", job.request_id, job.kind, traceback.format_exc())
+            log.error("job %s (%s) failed:\n%s", job.request_id, kind, traceback.format_exc())
             if job.request_id:
-                self.store.fail(job.request_id, f"internal error in {job.kind}: {type(e).__name__}: {e}", "server")
+                self.store.fail(job.request_id, f"internal error in {kind}: {type(e).__name__}: {e}", "server")
         finally:
             self.busy_s += time.time() - t0
-            log.debug("%s job %.3fs", job.kind, time.time() - t0)
+            log.debug("%s %.3fs", kind, time.time() - t0)
         if job.request_id:
             self.on_done(job.request_id)
 
-    def _poll_samples(self, key: tuple[str, str | None]) -> list[tuple[Any, Callable[[Any], None]]]:
+    def _poll_samples(self, key: SampleKey) -> list[tuple[Any, Callable[[Any], None]]]:
         """Continuous batching: sample jobs for the same weights that arrived while a decode loop
         runs join it (engines that support it call this between decode steps)."""
         with self._cv:
-            mine = [j for j in self._samples if j.sample_key == key and not self._is_large(j.sample_spec)]
+            mine = [j for j in self._samples if j.key == key and not self._is_large(j.spec)]
             if not mine:
                 return []
             self._samples = [j for j in self._samples if j not in mine]
 
-        def callback(job: Job) -> Callable[[Any], None]:
+        def callback(job: SampleJob) -> Callable[[Any], None]:
             def done(result: Any) -> None:
                 try:
-                    self.store.complete(job.request_id, *job.finish_sample(result))
+                    self.store.complete(job.request_id, *self._finish_sample(result))
                 except Exception as e:  # noqa: BLE001
                     self.store.fail(job.request_id, f"internal error while sampling: {type(e).__name__}: {e}", "server")
                 self.on_done(job.request_id)
             return done
 
-        return [(j.sample_spec, callback(j)) for j in mine]
+        return [(j.spec, callback(j)) for j in mine]
 
     def _run_sampling_round(self) -> None:
         """One round: every small request waiting now (batched per weights), then one chunk of
@@ -220,21 +368,21 @@ class Engine:
             time.sleep(self.batch_window_s)  # let a burst of concurrent requests land in one batch
         with self._cv:
             jobs, self._samples = self._samples, []
-        small = [j for j in jobs if not self._is_large(j.sample_spec)]
-        self._chunked += [_Chunked(j, self._split(j.sample_spec), [None] * j.sample_spec.num_samples)
-                          for j in jobs if self._is_large(j.sample_spec)]
-        groups: dict[tuple[str, str | None], list[Job]] = defaultdict(list)
+        small = [j for j in jobs if not self._is_large(j.spec)]
+        self._chunked += [_Chunked(j, self._split(j.spec), [None] * j.spec.num_samples)
+                          for j in jobs if self._is_large(j.spec)]
+        groups: dict[SampleKey, list[SampleJob]] = defaultdict(list)
         for j in small:
-            groups[j.sample_key].append(j)
+            groups[j.key].append(j)
         for key, group in groups.items():
-            for j, res, err in self._sample_batch(key, [j.sample_spec for j in group], group):
+            for j, res, err in self._sample_batch(key, [j.spec for j in group], group):
                 self._answer(j, res, err)
         self._run_chunks()
 
     def _run_chunks(self) -> None:
-        by_key: dict[tuple[str, str | None], list[_Chunked]] = defaultdict(list)
+        by_key: dict[SampleKey, list[_Chunked]] = defaultdict(list)
         for c in self._chunked:
-            by_key[c.job.sample_key].append(c)
+            by_key[c.job.key].append(c)
         for key, cs in by_key.items():
             specs, owners = [], []
             for c in cs:
@@ -253,7 +401,7 @@ class Engine:
                     c.head = res
                 for k, seq in enumerate(res.sequences):
                     if seq[2] == "preempted":
-                        c.chunks.insert(0, self._resume(c.job.sample_spec, spec.row_offset + k, seq, res.resume.get(k)))
+                        c.chunks.insert(0, self._resume(c.job.spec, spec.row_offset + k, seq, res.resume.get(k)))
                     else:
                         c.slots[spec.row_offset + k] = seq
             for c in cs:
@@ -262,13 +410,13 @@ class Engine:
                 self._chunked.remove(c)
                 try:
                     merged = dataclasses.replace(c.head, sequences=c.slots, resume={})
-                    self._answer(c.job, c.job.finish_sample(merged), None)
+                    self._answer(c.job, self._finish_sample(merged), None)
                 except Exception as e:  # noqa: BLE001
                     self._answer(c.job, None, (f"internal error while sampling: {type(e).__name__}: {e}", "server"))
 
     def _take(self, c: _Chunked) -> list[Any]:
         """This round's specs of ``c``: its next chunk, or as many resumed rows as one chunk holds."""
-        per = max(1, self.sample_round_tokens // c.job.sample_spec.max_tokens)
+        per = max(1, self.sample_round_tokens // c.job.spec.max_tokens)
         out = [c.chunks.pop(0)]
         rows = out[0].num_samples
         while c.chunks and out[0].prefix is not None and c.chunks[0].prefix is not None and rows < per:
@@ -276,14 +424,14 @@ class Engine:
             rows += 1
         return out
 
-    def _sample_batch(self, key: tuple[str, str | None], specs: list[Any], owners: list, finish: bool = True):
+    def _sample_batch(self, key: SampleKey, specs: list[Any], owners: list, finish: bool = True):
         """``runtime.sample`` for ``specs``; (owner, result, error) per spec, the result already
         finished (encoded) when ``finish``."""
         base, wkey = key
         t0 = time.time()
         try:
             results = self.runtime.sample(base, wkey, specs, poll=lambda: self._poll_samples(key))
-            outs = [(o, o.finish_sample(r) if finish else r, None) for o, r in zip(owners, results)]
+            outs = [(o, self._finish_sample(r) if finish else r, None) for o, r in zip(owners, results)]
         except TinkerError as e:
             outs = [(o, None, (e.message, e.category)) for o in owners]
         except Exception as e:  # noqa: BLE001
@@ -294,7 +442,7 @@ class Engine:
         log.debug("sampling round: %d requests, %d sequences, %.3fs", len(specs), sum(s.num_samples for s in specs), dt)
         return outs
 
-    def _answer(self, job: Job, res: Result | None, err: tuple[str, str] | None) -> None:
+    def _answer(self, job: SampleJob, res: Result | None, err: tuple[str, str] | None) -> None:
         if err is None:
             self.store.complete(job.request_id, *res)
         else:
@@ -327,10 +475,10 @@ class Engine:
     def _yield_check(self):
         """``should_yield`` for chunks: a small request is waiting (local sampler only; the static
         engine batches continuously instead)."""
-        if not isinstance(self.runtime, Runtime) or self.runtime.static is not None:
+        if not self.runtime.pauses_sampling():
             return None
 
         def small_waiting() -> bool:
             with self._cv:
-                return any(not self._is_large(j.sample_spec) for j in self._samples)
+                return any(not self._is_large(j.spec) for j in self._samples)
         return small_waiting

@@ -1,0 +1,188 @@
+"""Training math of the in-process runtime: per-token logprobs (the fast path that skips work at
+positions without gradient), microbatching, and Tinker's losses applied to one microbatch."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.utils.checkpoint import checkpoint
+from transformers import DynamicCache
+
+from . import losses, sampler
+from .codec import Datum
+from .gpu.logprobs import fused_token_logprobs
+
+
+def token_logprobs(module: torch.nn.Module, inputs: list[np.ndarray], targets: list[np.ndarray],
+                   device: torch.device, active: list[np.ndarray] | None = None) -> list[torch.Tensor]:
+    """Per-token log p(target_i | input_<=i) for a batch of sequences (right-padded; causal
+    attention makes the padding invisible to real tokens). Float32 log-softmax."""
+    lens = [len(x) for x in inputs]
+    T = max(lens)
+    ids = torch.zeros((len(inputs), T), dtype=torch.long)
+    tgt = torch.zeros((len(inputs), T), dtype=torch.long)
+    for i, (x, y) in enumerate(zip(inputs, targets)):
+        ids[i, : len(x)] = torch.as_tensor(np.asarray(x, dtype=np.int64))
+        tgt[i, : len(y)] = torch.as_tensor(np.asarray(y, dtype=np.int64))
+    ids, tgt = ids.to(device), tgt.to(device)
+    n_active = None if active is None else sum(int(np.count_nonzero(a)) for a in active)
+    if active is not None and torch.is_grad_enabled() and n_active <= 0.5 * sum(lens):
+        act = torch.zeros((len(inputs), T), dtype=torch.bool)
+        for i, a in enumerate(active):
+            act[i, : len(a)] = torch.as_tensor(np.asarray(a, dtype=bool))
+        lp = _active_logprobs(module, ids, tgt, act.to(device), lens)
+    elif device.type == "cuda":  # lm_head + log-softmax per token chunk: memory bounded whatever the vocab
+        lp = fused_token_logprobs(module, ids, tgt)
+    else:
+        logits = module(input_ids=ids, use_cache=False).logits
+        lp = gather_logprobs(logits, tgt)
+    return [lp[i, :n] for i, n in enumerate(lens)]
+
+
+def gather_logprobs(logits: torch.Tensor, tgt: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """log_softmax(logits)[tgt] in float32, chunked over the sequence to bound memory."""
+    outs = []
+    for s in range(0, logits.shape[1], chunk):
+        lg = logits[:, s : s + chunk].float()
+        outs.append(lg.gather(-1, tgt[:, s : s + chunk, None])[..., 0] - torch.logsumexp(lg, dim=-1))
+    return torch.cat(outs, dim=1)
+
+
+def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tensor, act: torch.Tensor,
+                     lens: list[int], chunk_tokens: int = 2048) -> torch.Tensor:
+    """Logprobs of every position, with gradient only where ``act`` is set.
+
+    Positions whose loss has zero gradient (prompt/observation tokens: weight 0 or advantage 0)
+    need their logprob as an output but not its backward. The unembedding + log-softmax over
+    the vocabulary dominates small models (and the memory of large-vocabulary ones), so it runs
+    without autograd, once per distinct position: a prefix that every row shares (same tokens and
+    targets: the agent's system prompt and tool schemas) once for the batch, padding never; and
+    with autograd only for the active positions. Values are the same computation either way."""
+    hf = module.get_base_model() if hasattr(module, "get_base_model") else module
+    hidden, shared = _hidden_states(hf, ids)
+    B, T, H = hidden.shape
+    h, t, a = hidden.reshape(B * T, H), tgt.reshape(B * T), act.reshape(B * T)
+    head = hf.lm_head
+    if shared:  # the rows' hidden states agree on [0, shared); their targets may part earlier
+        same_t = (tgt[:, :shared] == tgt[:1, :shared]).all(dim=0)
+        shared = int(same_t.long().cumprod(0).sum())
+
+    def chunk(hs: torch.Tensor, ts: torch.Tensor) -> torch.Tensor:
+        lg = head(hs).float()
+        return lg.gather(-1, ts[:, None])[:, 0] - torch.logsumexp(lg, dim=-1)
+
+    with torch.no_grad():
+        w, bias = _merged_linear(head)  # LoRA folded into one matrix: one matmul, no [N, V] adds
+
+        def nograd(idx: torch.Tensor) -> torch.Tensor:
+            out = []
+            for s in range(0, len(idx), chunk_tokens):
+                i = idx[s: s + chunk_tokens]
+                lg = torch.nn.functional.linear(h.index_select(0, i), w, bias).float()
+                out.append(lg.gather(-1, t.index_select(0, i)[:, None])[:, 0] - torch.logsumexp(lg, dim=-1))
+            return torch.cat(out) if out else h.new_zeros(0, dtype=torch.float32)
+
+        pos = torch.arange(T, device=ids.device)
+        own = (pos[None, :] >= shared) & (pos[None, :] < torch.as_tensor(lens, device=ids.device)[:, None])
+        lp = torch.zeros(B, T, dtype=torch.float32, device=ids.device)
+        lp[:, :shared] = nograd(pos[:shared])  # row 0's positions stand for every row's
+        lp = lp.reshape(B * T)
+        own_idx = own.reshape(-1).nonzero()[:, 0]
+        lp = lp.index_put((own_idx,), nograd(own_idx))
+    idx = a.nonzero()[:, 0]
+    if idx.numel():
+        ha, ta = h.index_select(0, idx), t.index_select(0, idx)
+        if ha.is_cuda:  # keep only the chunk's hidden states; its [chunk, V] float32 logits are recomputed in backward
+            grad_chunk = lambda hs, ts: checkpoint(chunk, hs, ts, use_reentrant=False)  # noqa: E731
+        else:
+            grad_chunk = chunk
+        lpa = torch.cat([grad_chunk(ha[s: s + chunk_tokens], ta[s: s + chunk_tokens])
+                         for s in range(0, len(idx), chunk_tokens)])
+        lp = lp.index_put((idx,), lpa)
+    return lp.view(B, T)
+
+
+def _hidden_states(hf: torch.nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Final hidden states [B, T, H] and the length of the prefix all rows share. When every row
+    starts with the same tokens (agent prompts share the system prompt and tool schemas), that
+    prefix runs once and its key/value cache is broadcast to all rows; autograd sums the rows'
+    gradients through the broadcast, so values and gradients equal the plain batched pass."""
+    B, T = ids.shape
+    P = 0
+    if B > 1 and not (hf.training and getattr(hf, "is_gradient_checkpointing", False)):
+        same = (ids == ids[:1]).all(dim=0)
+        P = int(same.long().cumprod(0).sum())
+        P = min(P, T - 1)
+    if P < sampler.MIN_SHARED_PREFIX:
+        return hf.model(input_ids=ids, use_cache=False).last_hidden_state, 0
+    cache = DynamicCache()
+    pre = hf.model(input_ids=ids[:1, :P], past_key_values=cache, use_cache=True).last_hidden_state
+    sampler.broadcast_cache(cache, B)
+    rest = hf.model(input_ids=ids[:, P:], past_key_values=cache, use_cache=True).last_hidden_state
+    return torch.cat([pre.expand(B, -1, -1), rest], dim=1), P
+
+
+def _merged_linear(layer: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(weight, bias) of a Linear, with the active peft LoRA adapters added in (no grad)."""
+    base = getattr(layer, "base_layer", None)
+    if base is None:
+        return layer.weight, layer.bias
+    w = base.weight
+    if not getattr(layer, "disable_adapters", False) and not getattr(layer, "merged", False):
+        for name in getattr(layer, "active_adapters", []):
+            if name in getattr(layer, "lora_A", {}):
+                w = w + layer.get_delta_weight(name).to(w.dtype)
+    return w, base.bias
+
+
+
+def active_positions(loss_fn: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    """Where the loss can have a non-zero gradient: weight != 0, and for the advantage-weighted
+    losses (everything but cross_entropy and dro's quadratic term) advantage != 0 as well."""
+    n = len(inputs["target_tokens"])
+    act = np.ones(n, dtype=bool) if "weights" not in inputs else np.asarray(inputs["weights"]) != 0
+    if loss_fn in ("importance_sampling", "ppo", "cispo"):
+        act &= np.asarray(inputs["advantages"]) != 0
+    return act
+
+
+def microbatches(order: list[int], lens: list[int], max_tokens: int) -> list[list[int]]:
+    """Group datums (longest first) so that batch_size * max_len <= max_tokens."""
+    out: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        width = max([lens[j] for j in cur] + [lens[i]])
+        if cur and width * (len(cur) + 1) > max_tokens:
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        out.append(cur)
+    return out
+
+
+
+def microbatch_loss(module: torch.nn.Module, batch: list[Datum], loss_fn: str, fn: losses.LossFn,
+                    cfg: dict[str, float], dev: torch.device, forward_only: bool
+                    ) -> tuple[torch.Tensor, list[dict[str, np.ndarray]], float]:
+    """Summed loss of one microbatch (with gradient unless ``forward_only``), each datum's
+    ``logprobs`` / ``elementwise_loss``, and the number of clipped tokens (ppo, cispo)."""
+    act = None if forward_only else [active_positions(loss_fn, d.inputs) for d in batch]
+    lps = token_logprobs(module, [d.tokens for d in batch], [d.inputs["target_tokens"] for d in batch], dev, act)
+    loss = torch.zeros((), device=dev, dtype=torch.float32)
+    results = []
+    clipped = 0.0
+    for d, lp in zip(batch, lps):
+        x = {k: torch.as_tensor(np.asarray(v, dtype=np.float32), device=dev)
+             for k, v in d.inputs.items() if k != "target_tokens"}
+        w = x.get("weights")
+        el = fn(lp, x, cfg)
+        if w is not None:
+            el = el * w
+        loss = loss + el.sum()
+        results.append({"logprobs": lp.detach().float().cpu().numpy(),
+                        "elementwise_loss": el.detach().float().cpu().numpy()})
+        if loss_fn in ("ppo", "cispo"):
+            r = torch.exp(lp.detach() - x["logprobs"])
+            clipped += float(((r < cfg["clip_low_threshold"]) | (r > cfg["clip_high_threshold"])).float().sum())
+    return loss, results, clipped
