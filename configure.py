@@ -47,9 +47,11 @@ def model_settings(args) -> dict[str, str]:
         if not (p / "config.json").exists():
             sys.exit(f"configure.py: {p} has no config.json: --model must be a local HF model directory or an HF id")
         name = args.model_name or _hf_id_from_dir(p) or p.name
-        return {"model_name": name, "model_path": str(p.resolve()), "tokenizer_id": args.tokenizer_id or str(p.resolve())}
+        return {"model_name": name, "model_path": str(p.resolve()),
+                "tokenizer_id": args.tokenizer_id or str(p.resolve())}
     if re.fullmatch(r"[\w.-]+/[\w.-]+", args.model):  # an HF id, resolved from the local HF cache (offline)
-        return {"model_name": args.model_name or args.model, "model_path": args.model, "tokenizer_id": args.tokenizer_id or args.model}
+        return {"model_name": args.model_name or args.model, "model_path": args.model,
+                "tokenizer_id": args.tokenizer_id or args.model}
     sys.exit(f"configure.py: --model {args.model!r} is neither an existing directory nor an HF id like org/name")
 
 
@@ -93,10 +95,12 @@ def values(args, out: Path) -> dict[str, str]:
         "threads": str(args.threads),
         "microbatch_tokens": str(args.microbatch_tokens or (16384 if gpu else 8192)),
         "grad_ckpt": "true" if gpu else "false",
-        "sampler_options": "{kv_cache_gb: %s, max_context: %d}" % (args.kv_cache_gb, args.sampler_context) if gpu else "{}",
+        "sampler_options": "{kv_cache_gb: %s, max_context: %d}" % (args.kv_cache_gb,
+                                                                   args.sampler_context) if gpu else "{}",
         "backend_port": str(args.port),
         "admin_port": str(args.admin_port),
-        "api_key": args.api_key or os.environ.get("TINKER_API_KEY") or _secret(out, "api_key", lambda: f"tml-local-{secrets.token_hex(12)}"),
+        "api_key": (args.api_key or os.environ.get("TINKER_API_KEY")
+                    or _secret(out, "api_key", lambda: f"tml-local-{secrets.token_hex(12)}")),
         "sandbox_key": args.sandbox_key or _secret(out, "sandbox_key", lambda: f"sbx-{secrets.token_hex(12)}"),
         "sandbox_flavor": "rock" if (args.rock_base_url or args.sandbox_backend == "rock") else "local",
         "sandbox_base_url": args.rock_base_url or f"http://127.0.0.1:{args.admin_port}",
@@ -119,28 +123,36 @@ def render(text: str, vals: dict[str, str], name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(__doc__.split("\n")[2:]))
-    ap.add_argument("--model", default=None, help="local HF model directory or HF id in the local cache (default: the tiny model)")
+    ap.add_argument("--model", default=None,
+                    help="local HF model directory or HF id in the local cache (default: the tiny model)")
     ap.add_argument("--model-name", default=None, help="id to serve the model under (default: its HF id / dir name)")
     ap.add_argument("--tokenizer-id", default=None, help="tokenizer id/path clients load (default: the model's)")
     ap.add_argument("--device", default="auto", help="cpu | cuda | cuda:N | auto (default: auto-detect)")
-    ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"], help="weights dtype (default: float32 on CPU, bfloat16 on GPU)")
+    ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                    help="weights dtype (default: float32 on CPU, bfloat16 on GPU)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads for the backend (default 1)")
     ap.add_argument("--microbatch-tokens", type=int, default=None, help="forward_backward micro-batch size in tokens")
     ap.add_argument("--kv-cache-gb", type=float, default=40.0, help="GPU: sampler KV-cache budget in GB (default 40)")
-    ap.add_argument("--sampler-context", type=int, default=16384, help="GPU: tokens per sampler slot (default 16384; longer requests use the HF sampler)")
+    ap.add_argument("--sampler-context", type=int, default=16384,
+                    help="GPU: tokens per sampler slot (default 16384; longer requests use the HF sampler)")
     ap.add_argument("--port", type=int, default=19210, help="backend port (default 19210)")
     ap.add_argument("--admin-port", type=int, default=18080, help="sandbox manager port (default 18080)")
     ap.add_argument("--api-key", default=None, help="backend API key (default: $TINKER_API_KEY or a random tml-… key)")
     ap.add_argument("--sandbox-key", default=None, help="sandbox manager key (default: random)")
-    ap.add_argument("--sandbox-backend", default="local", choices=["local", "docker", "rock"], help="where sandboxes run")
-    ap.add_argument("--rock-base-url", default=None, help="use a real ROCK admin at this URL (implies --sandbox-backend rock)")
+    ap.add_argument("--sandbox-backend", default="local", choices=["local", "docker", "rock"],
+                    help="where sandboxes run")
+    ap.add_argument("--rock-base-url", default=None,
+                    help="use a real ROCK admin at this URL (implies --sandbox-backend rock)")
     ap.add_argument("--rock-cluster", default=None, help="ROCK cluster name")
     ap.add_argument("--rock-header", action="append", default=[], metavar="NAME=VALUE",
                     help="header sent with every ROCK call (its auth/routing: X-Key, X-User-Id, ...); repeatable")
-    ap.add_argument("--ray-trainers", type=int, default=None, help="run the runtime on Ray: data-parallel trainer ranks (default 1)")
-    ap.add_argument("--ray-samplers", type=int, default=None, help="run the runtime on Ray: sampler replicas (default 1)")
+    ap.add_argument("--ray-trainers", type=int, default=None,
+                    help="run the runtime on Ray: data-parallel trainer ranks (default 1)")
+    ap.add_argument("--ray-samplers", type=int, default=None,
+                    help="run the runtime on Ray: sampler replicas (default 1)")
     ap.add_argument("--ray-address", default=None,
                     help="Ray cluster to join: auto (the one `ray start` runs here), host:port, or local (a private one; default)")
     ap.add_argument("--rollout-only", action="store_true", help="evaluation only: no training, no reference model")

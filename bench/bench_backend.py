@@ -95,7 +95,8 @@ def raw_torch(model_path: Path, seqs, prompts, steps: int) -> dict:
     sample()
     c0, t0 = time.process_time(), time.perf_counter()
     sample()
-    samp = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "tokens": S_PROMPTS * S_SAMPLES * S_NEW}
+    samp = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+            "tokens": S_PROMPTS * S_SAMPLES * S_NEW}
     return {"train": train, "sample": samp}
 
 
@@ -175,7 +176,8 @@ def main() -> int:
     for kind in ("train", "sample"):
         a, r = api[kind], raw[kind]
         row = {"api_tok_s": a["tokens"] / a["wall_s"], "raw_tok_s": r["tokens"] / r["wall_s"],
-               "api_tok_per_cpu_s": a["tokens"] / max(a["cpu_s"], 1e-9), "raw_tok_per_cpu_s": r["tokens"] / max(r["cpu_s"], 1e-9)}
+               "api_tok_per_cpu_s": a["tokens"] / max(a["cpu_s"], 1e-9),
+               "raw_tok_per_cpu_s": r["tokens"] / max(r["cpu_s"], 1e-9)}
         row["ratio_wall"] = row["api_tok_s"] / row["raw_tok_s"]
         row["ratio_cpu"] = row["api_tok_per_cpu_s"] / row["raw_tok_per_cpu_s"]
         res[kind] = row

@@ -180,7 +180,8 @@ async def docker_vs_local(n: int, image: str, repo: Path, state: Path) -> None:
         await first_exec(dk, dspec, 1, 1, "warm")     # image workdir lookup, page cache
         await first_exec(lb, lspec, 1, 1, "warm")     # base copied into the cache
         for conc in (1, 16):
-            rows.append((f"local bwrap: create -> first exec (c={conc})", await first_exec(lb, lspec, n, conc, f"l{conc}-")))
+            rows.append((f"local bwrap: create -> first exec (c={conc})",
+                         await first_exec(lb, lspec, n, conc, f"l{conc}-")))
             rows.append((f"docker: create -> first exec (c={conc})", await first_exec(dk, dspec, n, conc, f"d{conc}-")))
     finally:
         await dk.shutdown()

@@ -58,7 +58,8 @@ def cycle(b: BackendProc, finish: bool) -> None:
     s = tc.save_weights_and_get_sampling_client().result(60)
     s.sample(types.ModelInput.from_ints([5, 6, 7]), 1, types.SamplingParams(max_tokens=8, seed=1)).result(60)
     if finish:
-        r = httpx.post(f"{b.url}/api/v1/sessions/{tc.model_id.split(':')[0]}/finish", headers={"X-API-Key": b.key}, json={})
+        r = httpx.post(f"{b.url}/api/v1/sessions/{tc.model_id.split(':')[0]}/finish", headers={"X-API-Key": b.key},
+                       json={})
         r.raise_for_status()
 
 

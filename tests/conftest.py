@@ -68,7 +68,8 @@ def _isolated_config():
     tmp = Path(tempfile.mkdtemp(prefix="lts-runsh-"))
     tmp.chmod(0o755)
     cfg = tmp / "config"
-    subprocess.run([str(REPO / ".venv-control/bin/python"), "configure.py", "--out", str(cfg), "--port", str(free_port()),
+    subprocess.run([str(REPO / ".venv-control/bin/python"), "configure.py", "--out", str(cfg), "--port",
+                    str(free_port()),
                     "--admin-port", str(free_port())], cwd=REPO, check=True, capture_output=True)
     rt = yaml.safe_load((cfg / "runtime.yaml").read_text())
     rt["backend"]["state_dir"] = str(tmp / "backend")

@@ -106,7 +106,8 @@ class SandboxAdminProc:
                "base_sources": [tempfile.gettempdir(), str(REPO / "sandbox-preparation"), str(REPO / "datasets")]}
         path = self.state_dir / "admin.yaml"
         path.write_text(yaml.safe_dump(cfg))
-        self.proc = subprocess.Popen([sys.executable, "-m", "services.sandbox", "admin", "--config", str(path)], cwd=REPO,
+        self.proc = subprocess.Popen([sys.executable, "-m", "services.sandbox", "admin", "--config", str(path)],
+                                     cwd=REPO,
                                      stdout=open(self.state_dir / "stdout.log", "ab"), stderr=subprocess.STDOUT)
         wait_healthy(self.proc, self.url + "/health", timeout, self.state_dir / "stdout.log", "sandbox admin")
         return self

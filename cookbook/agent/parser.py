@@ -21,7 +21,8 @@ class ToolCall:
                 "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False)}}
 
 
-def parse_tool_calls(text: str, known: set[str] | None = None, max_arg_chars: int = 100_000) -> tuple[str, list[ToolCall], list[str]]:
+def parse_tool_calls(text: str, known: set[str] | None = None,
+                     max_arg_chars: int = 100_000) -> tuple[str, list[ToolCall], list[str]]:
     """Return (content before the first call, calls, errors). Never raises: every problem
     becomes an error message the agent shows the model as an observation."""
     calls: list[ToolCall] = []

@@ -28,9 +28,11 @@ class Tool:
         """OpenAI function schema. ``compact`` drops parameter descriptions and keeps the first
         sentence of the description: about a third of the tokens, for small models."""
         if not compact:
-            return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+            return {"type": "function",
+                    "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
         props = {k: {"type": v["type"]} for k, v in self.parameters["properties"].items()}
-        return {"type": "function", "function": {"name": self.name, "description": self.description.split(":")[0].split(".")[0],
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description.split(":")[0].split(".")[0],
                                                  "parameters": {"type": "object", "properties": props}}}
 
 
@@ -200,13 +202,18 @@ async def _submit(tb: ToolBox, a: dict[str, Any]) -> str:
 TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("bash", "Run a bash command in the repository.", _obj({"command": _s("the command")}, ["command"]), _bash),
     Tool("read", "Show lines of a file with line numbers.",
-         _obj({"path": _s("file path"), "start_line": _i("first line (default 1)"), "end_line": _i("last line")}, ["path"]), _read),
-    Tool("search", "grep -rn a pattern.", _obj({"pattern": _s("regex"), "path": _s("where (default .)")}, ["pattern"]), _search),
-    Tool("find_file", "Find files by name.", _obj({"name": _s("glob, e.g. *.py"), "path": _s("where")}, ["name"]), _find_file),
+         _obj({"path": _s("file path"), "start_line": _i("first line (default 1)"), "end_line": _i("last line")},
+              ["path"]), _read),
+    Tool("search", "grep -rn a pattern.", _obj({"pattern": _s("regex"), "path": _s("where (default .)")}, ["pattern"]),
+         _search),
+    Tool("find_file", "Find files by name.", _obj({"name": _s("glob, e.g. *.py"), "path": _s("where")}, ["name"]),
+         _find_file),
     Tool("list_dir", "List a directory.", _obj({"path": _s("directory (default .)")}, []), _list_dir),
     Tool("edit", "Edit a file: replace old_str by new_str, or replace line (to end_line) by new.",
          _obj({"path": _s("file path"), "old_str": _s("exact text to replace"), "new_str": _s("replacement"),
-               "line": _i("line number"), "end_line": _i("last line replaced"), "new": _s("new line text")}, ["path"]), _edit),
-    Tool("run_test", "Run the tests (or one test).", _obj({"test": _s("pytest node id or file (optional)")}, []), _run_test),
+               "line": _i("line number"), "end_line": _i("last line replaced"), "new": _s("new line text")}, ["path"]),
+         _edit),
+    Tool("run_test", "Run the tests (or one test).", _obj({"test": _s("pytest node id or file (optional)")}, []),
+         _run_test),
     Tool("submit", "Submit your fix (ends the episode).", _obj({}, []), _submit),
 ]}

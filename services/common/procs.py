@@ -17,7 +17,8 @@ def healthy(url: str) -> bool:
         return False
 
 
-def wait_healthy(proc: subprocess.Popen, url: str, timeout: float, log: Path | None = None, what: str = "service") -> None:
+def wait_healthy(proc: subprocess.Popen, url: str, timeout: float, log: Path | None = None,
+                 what: str = "service") -> None:
     """Block until ``url`` answers 200; raise with the end of ``log`` if the process dies or time runs out."""
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -181,7 +181,8 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
             limits["cpus"] = cpus
         if req.disk and "disk_mb" not in limits:
             limits["disk_mb"] = parse_size_mb(req.disk)
-        limits = sbconfig.clamp_limits(cfg, {k: parse_size_mb(v) if k.endswith("_mb") else v for k, v in limits.items()})
+        limits = sbconfig.clamp_limits(cfg,
+                                       {k: parse_size_mb(v) if k.endswith("_mb") else v for k, v in limits.items()})
         lease = req.lease_s or (req.auto_clear_time_minutes * 60 if req.auto_clear_time_minutes else None)
         h = request.headers
         rec = await manager.create(image=req.image, base_dir=req.base_dir, limits=limits, lease_s=lease,

@@ -78,7 +78,8 @@ class SandboxManagerClient:
             try:
                 data = r.json()
             except ValueError:
-                raise error_for_status(r.status_code, f"{method} {path}: HTTP {r.status_code}: {r.text[:500]}") from None
+                raise error_for_status(r.status_code,
+                                       f"{method} {path}: HTTP {r.status_code}: {r.text[:500]}") from None
             # a real ROCK admin's proxy sometimes loses its keep-alive connection to the sandbox's
             # rocklet; the request never reached the sandbox, so sending it again is safe
             if self.flavor != "rock" or UPSTREAM_LOST not in str(data.get("error")) or attempt == UPSTREAM_RETRIES:

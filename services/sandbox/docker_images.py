@@ -78,7 +78,8 @@ def _lock(key: str) -> threading.Lock:
 
 
 def docker_client(base_url: str | None = None, timeout: float = 600) -> Any:
-    return docker.DockerClient(base_url=base_url, timeout=int(timeout)) if base_url else docker.from_env(timeout=int(timeout))
+    return docker.DockerClient(base_url=base_url,
+                               timeout=int(timeout)) if base_url else docker.from_env(timeout=int(timeout))
 
 
 def repo_name(task: Any) -> str:

@@ -36,7 +36,8 @@ class SandboxLost(SandboxError):
     status_code = 410
 
 
-ERRORS_BY_STATUS = {c.status_code: c for c in (BadRequest, Unauthorized, NotFound, Conflict, PayloadTooLarge, Unavailable,
+ERRORS_BY_STATUS = {c.status_code: c for c in (BadRequest, Unauthorized, NotFound, Conflict, PayloadTooLarge,
+                                               Unavailable,
                                                   SandboxLost)}
 
 

@@ -64,7 +64,8 @@ def build_worker_app(backend: Backend, cfg: dict[str, Any]) -> FastAPI:
 
     @app.get("/health")
     async def health():
-        return ok({"backend": backend.name, "sandboxes": len(await backend.list_live()), "limits": backend.limits_info()})
+        return ok({"backend": backend.name, "sandboxes": len(await backend.list_live()),
+                   "limits": backend.limits_info()})
 
     @api.post("/create")
     async def create(b: CreateBody):

@@ -126,7 +126,8 @@ async def extract_patch(sb: Sandbox, commit: str, timeout: float = 120) -> Extra
 
 def patch_flags(task: Task, base_dir: Path | None, patch: bytes) -> dict[str, list[str]]:
     files = base_files(Path(base_dir)) if base_dir is not None and (Path(base_dir) / ".git").exists() else None
-    return classify_patch(patch.decode("utf-8", "replace"), set(_test_files(task.tests_dir)), set(files) if files else None)
+    return classify_patch(patch.decode("utf-8", "replace"), set(_test_files(task.tests_dir)),
+                          set(files) if files else None)
 
 
 async def apply_patch(sb: Sandbox, patch: bytes, timeout: float = 120) -> str | None:
@@ -140,7 +141,8 @@ async def apply_patch(sb: Sandbox, patch: bytes, timeout: float = 120) -> str | 
                      f"patch -p1 --forward --batch --no-backup-if-mismatch < {q}.diff; }}; rc=$?; "
                      f"[ $rc = 0 ] || cat {q}.err; rm -f {q}.b64 {q}.diff {q}.err; exit $rc",
                      timeout=timeout, cwd="/workspace",
-                     env={"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "PATH": "/usr/local/bin:/usr/bin:/bin"})
+                     env={"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+                          "PATH": "/usr/local/bin:/usr/bin:/bin"})
     if r.exit_code != 0 or r.timed_out:
         return f"the patch does not apply to the task's base: {r.output.strip()[-800:]}"
     return None

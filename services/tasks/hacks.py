@@ -66,7 +66,8 @@ class FileChange:
 def _unquote(p: str) -> str:
     p = p.strip()
     if p.startswith('"') and p.endswith('"'):
-        p = p[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape").encode("latin-1").decode("utf-8", "replace")
+        p = p[1:-1].encode("latin-1",
+                           "backslashreplace").decode("unicode_escape").encode("latin-1").decode("utf-8", "replace")
     return p
 
 
@@ -158,7 +159,8 @@ def _shadows(parts: tuple[str, ...], packages: set[str]) -> bool:
     return False
 
 
-def classify_patch(text: str, test_files: set[str] = frozenset(), base_files: set[str] | None = None) -> dict[str, list[str]]:
+def classify_patch(text: str, test_files: set[str] = frozenset(),
+                   base_files: set[str] | None = None) -> dict[str, list[str]]:
     """``{flag: [evidence, ...]}`` for the agent's patch (see module docstring). ``base_files``: the
     base's file paths (to tell a module inside a package from one on ``sys.path``)."""
     changes = parse_patch(text)

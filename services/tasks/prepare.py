@@ -236,7 +236,8 @@ async def prepare_tasks(tasks: list[Task], out_dir: Path, *, validate: bool = Fa
                 bar.update(1)
                 return
             have_base = (_image_present(docker, old.get("base", {})) if in_image else base_dir.is_dir())
-            fresh = (not force and old.get("task_hash") == task_hash and have_base and old.get("backend", "local") == backend
+            fresh = (not force and old.get("task_hash") == task_hash and have_base
+                     and old.get("backend", "local") == backend
                      and old.get("base", {}).get("commit") and (not validate or old.get("validation")))
             if fresh:
                 counts["cached"] += 1

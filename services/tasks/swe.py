@@ -125,7 +125,8 @@ def write_swe_task(dest: Path, *, name: str, instruction: str, gold_patch: str,
 
     (dest / "instruction.md").write_text(instruction.rstrip() + "\n")
     (dest / "task.toml").write_text(task_toml(name, description=description, source=source, tags=list(tags),
-                                              metadata=metadata, difficulty=difficulty, verifier_timeout=verifier_timeout))
+                                              metadata=metadata, difficulty=difficulty,
+                                              verifier_timeout=verifier_timeout))
     (dest / "environment" / "Dockerfile").write_text(DOCKERFILE)
     if repo_dir is not None:
         shutil.copytree(repo_dir, dest / "environment" / "repo", symlinks=True,

@@ -58,7 +58,8 @@ def slugify(text):
 def title_case(text):
     return " ".join(w.capitalize() for w in text.split())
 '''
-TEXTKIT_FIXED = TEXTKIT_INIT.replace('re.sub(r"[^a-z0-9]", "-", text.lower())', 're.sub(r"[^a-z0-9]+", "-", text.lower())')
+TEXTKIT_FIXED = TEXTKIT_INIT.replace('re.sub(r"[^a-z0-9]", "-", text.lower())',
+                                     're.sub(r"[^a-z0-9]+", "-", text.lower())')
 TEXTKIT_TESTS = '''from textkit import slugify, title_case
 
 
@@ -193,7 +194,8 @@ SPECS = [
     Spec("sample__stats-202", "sample/stats",
          "`median` of an even number of values returns the upper middle value: `median([4, 1, 3, 2])` gives 3. "
          "It should return the mean of the two middle values (2.5).",
-         {"stats/__init__.py": STATS_INIT, "tests/test_stats.py": STATS_TESTS.replace(", median", "").split("\n\ndef test_median_odd")[0] + "\n",
+         {"stats/__init__.py": STATS_INIT,
+          "tests/test_stats.py": STATS_TESTS.replace(", median", "").split("\n\ndef test_median_odd")[0] + "\n",
           "setup.cfg": SETUP_CFG},
          {"stats/__init__.py": STATS_BASE, "tests/test_stats.py": STATS_TESTS},
          {"stats/__init__.py": STATS_FIXED}, {"tests/test_stats.py": STATS_TESTS_FIX},
@@ -207,7 +209,8 @@ SPECS = [
          {"inventory/__init__.py": INV_INIT, "tests/test_inventory.py": INV_TESTS.split("\n\ndef test_grams")[0] + "\n",
           "setup.cfg": SETUP_CFG},
          {"inventory/__init__.py": INV_BASE, "tests/test_inventory.py": INV_TESTS},
-         {"inventory/__init__.py": INV_FIXED, "inventory/units.py": INV_UNITS}, {"tests/test_inventory.py": INV_TESTS_FIX},
+         {"inventory/__init__.py": INV_FIXED, "inventory/units.py": INV_UNITS},
+         {"tests/test_inventory.py": INV_TESTS_FIX},
          {"README.md": "# inventory\n"},
          ["tests/test_inventory.py::test_kilograms", "tests/test_inventory.py::test_units_module"],
          ["tests/test_inventory.py::test_add_and_count", "tests/test_inventory.py::test_grams"]),
@@ -217,7 +220,8 @@ _DATES = ["2024-01-0%dT12:00:00+0000" % d for d in range(1, 6)]
 
 
 def _git(repo: Path, *args: str, date: str | None = None) -> str:
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "Sample Dev", "GIT_AUTHOR_EMAIL": "dev@example.org",
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "Sample Dev",
+           "GIT_AUTHOR_EMAIL": "dev@example.org",
            "GIT_COMMITTER_NAME": "Sample Dev", "GIT_COMMITTER_EMAIL": "dev@example.org"}
     if date:
         env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)

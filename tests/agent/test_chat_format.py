@@ -31,7 +31,8 @@ def _renderer_prompt(tokenizer, args: dict, observations: list[str]) -> list[int
     msgs = r.create_conversation_prefix_with_tools([renderers.ToolSpec(name=fn["name"], description=fn["description"],
                                                                        parameters=fn["parameters"])],
                                                    system_prompt="You fix bugs.")
-    call = renderers.ToolCall(function=renderers.ToolCall.FunctionBody(name="bash", arguments=json.dumps(args)), id="c0")
+    call = renderers.ToolCall(function=renderers.ToolCall.FunctionBody(name="bash", arguments=json.dumps(args)),
+                              id="c0")
     msgs += [{"role": "user", "content": "Fix it."}, {"role": "assistant", "content": "", "tool_calls": [call]}]
     msgs += [{"role": "tool", "content": o, "tool_call_id": "c0"} for o in observations]
     return r.build_generation_prompt(msgs).to_ints()
@@ -69,7 +70,8 @@ def test_stop_tokens_and_the_parser_round_trip(tokenizer):
     assert stop_ids(tokenizer)[0] == eos_id(tokenizer) and set(r.get_stop_sequences()) <= set(stop_ids(tokenizer))
     text = tool_call_text("edit", {"path": "a.py", "line": 3, "new": "ünïcode"})
     _, calls, errors = parse_tool_calls(text)
-    assert not errors and [(c.name, c.arguments) for c in calls] == [("edit", {"path": "a.py", "line": 3, "new": "ünïcode"})]
+    assert not errors
+    assert [(c.name, c.arguments) for c in calls] == [("edit", {"path": "a.py", "line": 3, "new": "ünïcode"})]
     msg, _ = r.parse_response(tokenizer.encode(text, add_special_tokens=False) + [eos_id(tokenizer)])
     assert [(c.function.name, json.loads(c.function.arguments)) for c in msg["tool_calls"]] == [(c.name, c.arguments)
                                                                                               for c in calls]

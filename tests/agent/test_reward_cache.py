@@ -55,7 +55,8 @@ def test_reward_cache_keys_on_the_whole_workspace(tmp_path, tiny_model):
             await sb.close()
 
     async def go():
-        return [await state(m) for m in (None, "gold", "gold", "echo x > untracked.txt", None, "echo '# c' >> " + edit["path"])]
+        return [await state(m) for m in (None, "gold", "gold", "echo x > untracked.txt", None,
+                                         "echo '# c' >> " + edit["path"])]
 
     (k0, r0, c0), (k1, r1, c1), (k2, r2, c2), (k3, r3, c3), (k4, r4, c4), (k5, r5, c5) = asyncio.run(go())
     assert len({k0, k1, k3, k5}) == 4, "different workspaces must have different keys"
@@ -137,10 +138,14 @@ def test_write_only_agents_are_keyed_by_their_writes_without_running_anything(tm
     base = tmp_path / "base"
     build_base(task, base)
     ro = _rollouts(task, base, tools=["edit", "submit"])
-    assert not isinstance(Rollouts(None, {}, None, AgentConfig(tools=["edit", "bash"]), reward_cache=True)._logged(object()), _WriteLog)
-    assert not isinstance(Rollouts(None, {}, None, AgentConfig(tools=["edit", "run_test"]), reward_cache=True)._logged(object()), _WriteLog)
-    assert not isinstance(Rollouts(None, {}, None, AgentConfig(tools=None), reward_cache=True)._logged(object()), _WriteLog)
-    assert not isinstance(Rollouts(None, {}, None, AgentConfig(tools=["edit"]))._logged(object()), _WriteLog)  # no cache
+    assert not isinstance(Rollouts(None, {}, None, AgentConfig(tools=["edit", "bash"]),
+                                   reward_cache=True)._logged(object()), _WriteLog)
+    assert not isinstance(Rollouts(None, {}, None, AgentConfig(tools=["edit", "run_test"]),
+                                   reward_cache=True)._logged(object()), _WriteLog)
+    assert not isinstance(Rollouts(None, {}, None, AgentConfig(tools=None), reward_cache=True)._logged(object()),
+                          _WriteLog)
+    # no cache
+    assert not isinstance(Rollouts(None, {}, None, AgentConfig(tools=["edit"]))._logged(object()), _WriteLog)
     edit = json.loads((task.solution_dir / "edit.json").read_text())
     path = f"/workspace/{edit['path']}"
 
@@ -166,7 +171,8 @@ def test_write_only_agents_are_keyed_by_their_writes_without_running_anything(tm
             await sb.close()
 
     async def go():
-        return [await state([]), await state(["gold"]), await state(["gold"], expect_hit=True), await state(["x = 1\n"]),
+        return [await state([]), await state(["gold"]), await state(["gold"], expect_hit=True),
+                await state(["x = 1\n"]),
                 await state(["x = 1\n", "gold"]), await state(["gold"], fail=True)]
 
     (r0, c0), (r1, c1), (r2, c2), (r3, c3), (r4, c4), (r5, c5) = asyncio.run(go())

@@ -59,7 +59,8 @@ def _rl_config(backend, log_path: Path):
             renderer = renderers.get_renderer(RENDERER, get_tokenizer(self.model_name))
             return Dataset(renderer), None
 
-    return rl_train.Config(learning_rate=1e-3, dataset_builder=Builder(model_name=backend.model), model_name=backend.model,
+    return rl_train.Config(learning_rate=1e-3, dataset_builder=Builder(model_name=backend.model),
+                           model_name=backend.model,
                         recipe_name="test_rl", max_tokens=8, log_path=str(log_path), eval_every=0, save_every=2,
                         renderer_name=RENDERER, lora_rank=8, max_steps=3, base_url=backend.url,
                         loss_fn="importance_sampling", num_groups_to_log=0)

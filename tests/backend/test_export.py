@@ -66,7 +66,8 @@ def test_export_lora_and_full_match_backend_logprobs(backend, tmp_path):
     full, full_lp = _sft(sc, backend.model, rank=0, lr=1e-3)
     full_path = full.save_state("export-full").result(60).path
 
-    cases = [(lora_path, "merged", lora_lp, []), (lora_path, "adapter", lora_lp, ["--adapter"]), (full_path, "merged", full_lp, [])]
+    cases = [(lora_path, "merged", lora_lp, []), (lora_path, "adapter", lora_lp, ["--adapter"]),
+             (full_path, "merged", full_lp, [])]
     outs = []
     for path, mode, _, extra in cases:
         out = tmp_path / f"{path.split('/')[-1]}-{mode}"
@@ -91,7 +92,8 @@ def test_sdk_checkpoint_download(backend, tmp_path):
     path = tc.save_state("download-me").result(60).path
     env = dict(os.environ, TINKER_BASE_URL=backend.url, TINKER_API_KEY=backend.key)
     t0 = time.time()
-    r = subprocess.run([str(REPO / ".venv-control" / "bin" / "tinker"), "--format", "json", "checkpoint", "download", path,
+    r = subprocess.run([str(REPO / ".venv-control" / "bin" / "tinker"), "--format", "json", "checkpoint", "download",
+                        path,
                         "--output", str(tmp_path)], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     dest = tmp_path / path.replace("tinker://", "").replace("/", "_")
@@ -130,7 +132,8 @@ def test_external_weights_urls_ttl_and_signatures(backend):
     urls = rc.get_external_weights_urls(ext).result(60)
     assert {"adapter_config.json", "adapter_model.safetensors", "local_tinker_export.json"} <= set(urls.urls)
     url = urls.urls["adapter_config.json"]
-    assert httpx.get(url).json()["r"] == 2                                  # no API key needed: the signature is the grant
+    # no API key needed: the signature is the grant
+    assert httpx.get(url).json()["r"] == 2
     assert httpx.get(url.replace("sig=", "sig=0")).status_code == 403       # tampered
     assert httpx.get(url.replace("adapter_config.json", "..%2Fmeta.json")).status_code in (403, 404)
     with pytest.raises(tinker.BadRequestError, match="ttl_seconds must be"):

@@ -28,7 +28,8 @@ def b(tmp_path_factory, tiny_model):
     p = BackendProc(tmp_path_factory.mktemp("lifecycle") / "state",
                     extra={"backend": {"session_timeout_s": SESSION_TIMEOUT_S, "reap_every_s": 0.3,
                                        "future_ttl_s": FUTURE_TTL_S},
-                           "runtime": {"max_sampler_gb": 0}}).start()  # a 0-byte bound: only the newest snapshot in memory
+                           # a 0-byte bound: only the newest snapshot in memory
+                           "runtime": {"max_sampler_gb": 0}}).start()
     yield p
     p.stop()
 
@@ -49,7 +50,8 @@ def _train_step(tc):
 
 
 def _sample(sampler) -> list[int]:
-    r = sampler.sample(types.ModelInput.from_ints([5, 6, 7, 8]), 1, types.SamplingParams(max_tokens=12, seed=7)).result(60)
+    r = sampler.sample(types.ModelInput.from_ints([5, 6, 7, 8]), 1,
+                       types.SamplingParams(max_tokens=12, seed=7)).result(60)
     return list(r.sequences[0].tokens)
 
 

@@ -32,8 +32,10 @@ def test_stability_info_sampling_and_provenance_spans_train(backend):
         n_in = len(toks) - 1
         d = types.Datum(model_input=types.ModelInput.from_ints(toks[:-1]), loss_fn_inputs={
             "target_tokens": types.TensorData.from_numpy(np.array(toks[1:], dtype=np.int64)),
-            "logprobs": types.TensorData.from_numpy(np.array([0.0] * (len(PROMPT) - 1) + list(seq.logprobs), dtype=np.float32)),
-            "advantages": types.TensorData.from_numpy(np.array([0.0] * (len(PROMPT) - 1) + [adv] * len(seq.tokens), dtype=np.float32))})
+            "logprobs": types.TensorData.from_numpy(np.array([0.0] * (len(PROMPT) - 1) + list(seq.logprobs),
+                                                             dtype=np.float32)),
+            "advantages": types.TensorData.from_numpy(np.array([0.0] * (len(PROMPT) - 1) + [adv] * len(seq.tokens),
+                                                               dtype=np.float32))})
         sid = seq.sequence_id
         d = d.with_provenance(
             model_input=[types.PromptProvenanceSpan(sequence_id=sid, offset=0, length=len(PROMPT)),
@@ -56,8 +58,10 @@ def test_stability_info_raw_request(backend):
     """The JSON body the SDK sends for such a client, replayed without the SDK."""
     h = {"X-API-Key": backend.key}
     with httpx.Client(base_url=backend.url, headers=h, timeout=60) as c:
-        sid = c.post("/api/v1/create_session", json={"tags": [], "user_metadata": {}, "sdk_version": "0.38.0"}).json()["session_id"]
-        body = {"base_model": backend.model, "num_samples": 1, "prompt": {"chunks": [{"tokens": PROMPT, "type": "encoded_text"}]},
+        sid = c.post("/api/v1/create_session",
+                     json={"tags": [], "user_metadata": {}, "sdk_version": "0.38.0"}).json()["session_id"]
+        body = {"base_model": backend.model, "num_samples": 1,
+                "prompt": {"chunks": [{"tokens": PROMPT, "type": "encoded_text"}]},
                 "sampling_params": {"max_tokens": 4, "temperature": 1.0, "seed": 1}, "prompt_logprobs": False,
                 "topk_prompt_logprobs": 0, "record_stability_info": True, "type": "sample", "session_id": sid}
         r = c.post("/api/v1/asample", json=body)

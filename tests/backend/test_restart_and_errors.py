@@ -59,19 +59,23 @@ def test_completed_results_survive_restart(tmp_path, tiny_model):
     b = BackendProc(tmp_path / "state").start()
     try:
         h = {"X-API-Key": b.key}
-        sid = httpx.post(b.url + "/api/v1/create_session", json={"tags": [], "sdk_version": "t"}, headers=h).json()["session_id"]
+        sid = httpx.post(b.url + "/api/v1/create_session", json={"tags": [], "sdk_version": "t"},
+                         headers=h).json()["session_id"]
         r = httpx.post(b.url + "/api/v1/create_model", headers=h, json={
             "session_id": sid, "model_seq_id": 0, "base_model": b.model, "lora_config": {"rank": 2}}).json()
-        done = httpx.post(b.url + "/api/v1/retrieve_future", headers=h, json={"request_id": r["request_id"]}, timeout=60)
+        done = httpx.post(b.url + "/api/v1/retrieve_future", headers=h, json={"request_id": r["request_id"]},
+                          timeout=60)
         assert done.status_code == 200 and done.json()["model_id"] == r["model_id"]
         b.kill9()
         b.start()
-        again = httpx.post(b.url + "/api/v1/retrieve_future", headers=h, json={"request_id": r["request_id"]}, timeout=60)
+        again = httpx.post(b.url + "/api/v1/retrieve_future", headers=h, json={"request_id": r["request_id"]},
+                           timeout=60)
         assert again.status_code == 200 and again.json() == done.json()
         # the model itself is gone with the process: a clear 404, not a hang
         info = httpx.post(b.url + "/api/v1/get_info", headers=h, json={"model_id": r["model_id"]})
         assert info.status_code == 200  # metadata persists
-        fb = httpx.post(b.url + "/api/v1/optim_step", headers=h, json={"model_id": r["model_id"], "seq_id": 1, "adam_params": {}})
+        fb = httpx.post(b.url + "/api/v1/optim_step", headers=h,
+                        json={"model_id": r["model_id"], "seq_id": 1, "adam_params": {}})
         assert fb.status_code == 404 and "checkpoint" in fb.json()["detail"]
     finally:
         b.stop()
@@ -97,21 +101,25 @@ def test_bad_input_gets_clear_errors_and_backend_keeps_serving(backend):
     assert backend.model in str(e), "the error lists the supported models"
     tc = sc.create_lora_training_client(base_model=backend.model, rank=4)
     ids = [5, 6, 7, 8, 9]
+    targets = types.TensorData.from_numpy(np.array(ids[1:], dtype=np.int64))
     bad_len = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
-                          loss_fn_inputs={"target_tokens": types.TensorData.from_numpy(np.array(ids[1:], dtype=np.int64)),
+                          loss_fn_inputs={"target_tokens": targets,
                                           "weights": types.TensorData.from_numpy(np.ones(2, dtype=np.float32))})
     assert "length" in str(_fails_fast(lambda: tc.forward([bad_len], "cross_entropy"), "mismatched lengths"))
     assert "vocabulary" in str(_fails_fast(lambda: tc.forward([_datum([5, 6, 10**9])], "cross_entropy"), "oov"))
-    assert "unsupported loss_fn" in str(_fails_fast(lambda: tc.forward([_datum(ids)], "nope"), "unknown loss"))  # type: ignore[arg-type]
+    assert "unsupported loss_fn" in str(
+        _fails_fast(lambda: tc.forward([_datum(ids)], "nope"), "unknown loss"))  # type: ignore[arg-type]
     no_adv = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
-                         loss_fn_inputs={"target_tokens": types.TensorData.from_numpy(np.array(ids[1:], dtype=np.int64)),
+                         loss_fn_inputs={"target_tokens": targets,
                                          "logprobs": types.TensorData.from_numpy(np.zeros(4, dtype=np.float32))})
     assert "advantages" in str(_fails_fast(lambda: tc.forward([no_adv], "ppo"), "missing advantages"))
     sampler = sc.create_sampling_client(base_model=backend.model)
     assert "max_tokens" in str(_fails_fast(
-        lambda: sampler.sample(types.ModelInput.from_ints(ids), 1, types.SamplingParams(max_tokens=-1)), "negative max_tokens"))
+        lambda: sampler.sample(types.ModelInput.from_ints(ids), 1, types.SamplingParams(max_tokens=-1)),
+        "negative max_tokens"))
     with pytest.raises(tinker.AuthenticationError):
-        tinker.ServiceClient(base_url=backend.url, api_key="tml-wrong").create_lora_training_client(base_model=backend.model, rank=2)
+        tinker.ServiceClient(base_url=backend.url,
+                             api_key="tml-wrong").create_lora_training_client(base_model=backend.model, rank=2)
     r = httpx.post(backend.url + "/api/v1/create_session", headers={"X-API-Key": backend.key}, content=b"{not json")
     assert r.status_code == 400 and "JSON" in r.json()["detail"]
     # still serving

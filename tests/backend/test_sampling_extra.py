@@ -39,6 +39,7 @@ def test_many_concurrent_one_sample_requests_batch_and_stay_reproducible(backend
     prompts = [[5 + i, 6, 7, 8 + i % 3] for i in range(48)]
     futs = [sampler.sample(types.ModelInput.from_ints(p), 1, sp) for p in prompts]
     a = [f.result(timeout=120).sequences[0].tokens for f in futs]
-    b = [sampler.sample(types.ModelInput.from_ints(p), 1, sp).result(timeout=60).sequences[0].tokens for p in prompts[:6]]
+    b = [sampler.sample(types.ModelInput.from_ints(p), 1,
+                        sp).result(timeout=60).sequences[0].tokens for p in prompts[:6]]
     assert all(len(t) == 8 for t in a)
     assert a[:6] == b, "a seeded request gives the same tokens whatever it was batched with"

@@ -159,7 +159,8 @@ def running_docker(docker_client, tiny_model):
         adm.setdefault("worker", {})["name"] = worker
         (cfg / "admin.yaml").write_text(yaml.safe_dump(adm))
         harbor = yaml.safe_load((cfg / "harbor.yaml").read_text())   # one edit call in one short turn
-        harbor["agent"] = {"tools": ["edit"], "compact_schemas": True, "system_prompt": "Fix the bug: edit the wrong line.",
+        harbor["agent"] = {"tools": ["edit"], "compact_schemas": True,
+                           "system_prompt": "Fix the bug: edit the wrong line.",
                            "budgets": {**(harbor.get("agent") or {}).get("budgets", {}), "max_turns": 1,
                                        "max_output_tokens": 96}}
         (cfg / "harbor.yaml").write_text(yaml.safe_dump(harbor))

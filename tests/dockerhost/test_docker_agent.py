@@ -51,7 +51,8 @@ def test_mini_swe_agent_in_a_task_container_scores_the_gold_fix(docker_client, s
     try:
         async def go():
             async with admin.client() as mgr:
-                return await run_mini_swe_agent(task, mgr, ms.url, ms.key, ms.socket, base_of(manifest["tasks"][task.slug]),
+                return await run_mini_swe_agent(task, mgr, ms.url, ms.key, ms.socket,
+                                                base_of(manifest["tasks"][task.slug]),
                                                 step_limit=5, max_tokens=256, timeout_s=240, replay=script)
         run = asyncio.run(go())
     finally:

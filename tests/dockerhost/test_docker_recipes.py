@@ -26,7 +26,8 @@ def test_sft_rollout_grpo_on_the_docker_backend(docker_client, running_docker):
     assert rr["n_rollouts"] == 6 and rr["failures"]["infra"] == 0 and rr["mean_reward"] is not None, rr["failures"]
     assert len(list((ro / "results" / "rollout").glob("*/summary.json"))) == 6
 
-    grpo = _run(env, "grpo", *DOCKER, *TWO, "--num-steps", "2", "--group-size", "4", "--groups-per-step", "2", "--temperature", "0.7",
+    grpo = _run(env, "grpo", *DOCKER, *TWO, "--num-steps", "2", "--group-size", "4", "--groups-per-step", "2",
+                "--temperature", "0.7",
                 "--init-from", res["final_checkpoint"], "--save-state", "final", "--learning-rate", "1e-3")
     out = _json(grpo / "results" / "grpo" / "result.json")
     print("gold p", res.get("gold_p_final"), "rollout mean reward", rr["mean_reward"],
@@ -36,11 +37,13 @@ def test_sft_rollout_grpo_on_the_docker_backend(docker_client, running_docker):
     for s in out["steps"]:
         assert s["n_rollouts"] == 8 and s["failures"]["infra"] == 0, s["failures"]
     assert sum(s["train_transitions"] for s in out["steps"]) > 0, "no group had reward variance: nothing trained"
-    assert max(s["mean_reward"] for s in out["steps"]) > 0, ([s["mean_reward"] for s in out["steps"]], rr["mean_reward"],
+    assert max(s["mean_reward"] for s in out["steps"]) > 0, ([s["mean_reward"] for s in out["steps"]],
+                                                             rr["mean_reward"],
                                                              res.get("gold_p_final"))
     step = _json(grpo / "step_000" / "step_result.json")
     assert len(step["group_returns"]) == 2
-    assert {"rollout_idx", "return", "advantage", "task_id", "trajectory"} <= set(_json(grpo / "step_000" / "rollout_00.json"))
+    assert {"rollout_idx", "return", "advantage", "task_id",
+            "trajectory"} <= set(_json(grpo / "step_000" / "rollout_00.json"))
     assert _json(grpo / "checkpoint.json")["name"] == "final"
     assert len((grpo / "metrics.jsonl").read_text().splitlines()) == 2
     assert (grpo / "results" / "grpo" / "reward_curve.png").read_bytes()[:4] == b"\x89PNG"

@@ -26,7 +26,8 @@ def _future_commits(task_dir: Path) -> list[str]:
     base = json.loads((task_dir / "tests" / "config.json").read_text())["base_commit"]
     with tempfile.TemporaryDirectory() as d:
         subprocess.run(["git", "clone", "-q", str(task_dir / "environment" / "testbed.bundle"), d], check=True)
-        out = subprocess.run(["git", "rev-list", "--all", f"^{base}"], cwd=d, capture_output=True, text=True, check=True)
+        out = subprocess.run(["git", "rev-list", "--all", f"^{base}"], cwd=d, capture_output=True, text=True,
+                             check=True)
     return out.stdout.split()
 
 
@@ -92,7 +93,8 @@ def test_broken_dockerfile_is_excluded_with_its_log_and_docker_image_tasks_work(
     (named / "environment" / "Dockerfile").unlink()
     (named / "environment" / "testbed.bundle").unlink()
     (named / "task.toml").write_text((named / "task.toml").read_text()
-                                     .replace('name = "swebench-sample/sample__stats-202"', 'name = "tests/named-image"')
+                                     .replace('name = "swebench-sample/sample__stats-202"',
+                                              'name = "tests/named-image"')
                                      .replace("[environment]\n", f"[environment]\ndocker_image = "
                                               f"\"{manifest['tasks'][good.slug]['base']['env_image']}\"\n"))
     tasks = [load_task(broken), load_task(named)]

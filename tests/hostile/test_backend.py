@@ -20,7 +20,8 @@ ALICE, BOB = "tml-alice-key", "tml-bob-key"
 
 
 def _sampler(backend):
-    return tinker.ServiceClient(base_url=backend.url, api_key=backend.key).create_sampling_client(base_model=backend.model)
+    return tinker.ServiceClient(base_url=backend.url,
+                                api_key=backend.key).create_sampling_client(base_model=backend.model)
 
 
 def test_a_small_sample_request_is_not_stuck_behind_a_large_one(backend):
@@ -49,8 +50,10 @@ def test_a_small_sample_request_is_not_stuck_behind_a_large_one(backend):
 def test_chunked_seeded_requests_match_unchunked_ones(backend):
     s = _sampler(backend)
     # 40 x 400 tokens fit one round (no chunks); 40 x 500 are answered in chunks of 32 and 8 sequences
-    short = s.sample(types.ModelInput.from_ints(PROMPT), 40, types.SamplingParams(max_tokens=400, stop=[], seed=9)).result(timeout=300)
-    long = s.sample(types.ModelInput.from_ints(PROMPT), 40, types.SamplingParams(max_tokens=500, stop=[], seed=9)).result(timeout=300)
+    short = s.sample(types.ModelInput.from_ints(PROMPT), 40,
+                     types.SamplingParams(max_tokens=400, stop=[], seed=9)).result(timeout=300)
+    long = s.sample(types.ModelInput.from_ints(PROMPT), 40,
+                    types.SamplingParams(max_tokens=500, stop=[], seed=9)).result(timeout=300)
     assert [x.tokens[:400] for x in long.sequences] == [x.tokens for x in short.sequences]
     assert len({tuple(x.tokens) for x in long.sequences}) == 40   # every row has its own seeded stream
 
@@ -68,7 +71,8 @@ def tight(tmp_path_factory, tiny_model):
 
 def _post(b, path: str, body: str | bytes | dict, **headers) -> httpx.Response:
     h = {"X-API-Key": b.key, "content-type": "application/json", **headers}
-    content = body if isinstance(body, bytes) else json.dumps(body) if isinstance(body, dict) else body.encode("utf-8", "surrogatepass")
+    content = (body if isinstance(body, bytes) else json.dumps(body) if isinstance(body, dict)
+               else body.encode("utf-8", "surrogatepass"))
     return httpx.post(b.url + "/api/v1" + path, content=content, headers=h, timeout=60)
 
 
@@ -103,18 +107,21 @@ def test_bad_input_gets_4xx_stores_nothing_and_listings_keep_working(tight):
                       "sampling_params": {"temperature": "hot"}}),
         ("/asample", {"base_model": tight.model, "prompt": "hi"}),
         ("/asample", {"base_model": tight.model, "prompt": {"chunks": ["hi"]}}),
-        ("/asample", '{"base_model": "%s", "prompt": {"chunks": [{"tokens": [1]}]}, "sampling_params": {"top_p": Infinity}}'
+        ("/asample",
+         '{"base_model": "%s", "prompt": {"chunks": [{"tokens": [1]}]}, "sampling_params": {"top_p": Infinity}}'
          % tight.model),
         ("/forward_backward", zstd_bomb()),
     ]
     for path, body in bad:
-        headers = {"content-encoding": "zstd", "content-type": "application/x-protobuf"} if path == "/forward_backward" else {}
+        headers = {"content-encoding": "zstd",
+                   "content-type": "application/x-protobuf"} if path == "/forward_backward" else {}
         r = _post(tight, path, body, **headers)
         assert 400 <= r.status_code < 500, (path, str(body)[:80], r.status_code, r.text[:300])
     for path in ("/training_runs", "/sessions", "/checkpoints", "/training_runs?limit=-5&offset=-1"):
         r = httpx.get(tight.url + "/api/v1" + path, headers={"X-API-Key": tight.key}, timeout=60)
         assert r.status_code == 200, (path, r.status_code, r.text[:300])
-    runs = httpx.get(tight.url + "/api/v1/training_runs?limit=1000", headers={"X-API-Key": tight.key}).json()["training_runs"]
+    runs = httpx.get(tight.url + "/api/v1/training_runs?limit=1000",
+                     headers={"X-API-Key": tight.key}).json()["training_runs"]
     assert not any(r["training_run_id"].endswith((":90", ":91", ":92", ":93")) for r in runs)
     again = sc.create_training_client_from_state(saved)         # the earlier checkpoint still loads
     assert again.get_info().model_id
@@ -142,7 +149,8 @@ def test_a_tenant_sees_loads_and_deletes_only_its_own(tight):
     assert run in runs(ALICE) and run in runs(tight.key) and run not in runs(BOB)
     assert get(BOB, f"/training_runs/{run}").status_code == 404
     assert get(BOB, f"/training_runs/{run}/checkpoints").status_code == 404
-    assert all(not c["tinker_path"].startswith(f"tinker://{run}/") for c in get(BOB, "/checkpoints?limit=1000").json()["checkpoints"])
+    bobs = get(BOB, "/checkpoints?limit=1000").json()["checkpoints"]
+    assert all(not c["tinker_path"].startswith(f"tinker://{run}/") for c in bobs)
     assert get(BOB, f"/sessions/{run.split(':')[0]}").status_code == 404
     assert run.split(":")[0] not in get(BOB, "/sessions?limit=1000").json()["sessions"]
     bob = tinker.ServiceClient(base_url=tight.url, api_key=BOB)
@@ -151,10 +159,12 @@ def test_a_tenant_sees_loads_and_deletes_only_its_own(tight):
     for key, status in ((BOB, 404), (ALICE, 200)):   # bob cannot read alice's futures, alice can
         r = _post(tight, "/weights_info", {"tinker_path": path}, **{"X-API-Key": key})
         assert r.status_code == status, (key, r.text)
-    rid = _post(tight, "/save_weights", {"model_id": run, "path": "alice-2"}, **{"X-API-Key": ALICE}).json()["request_id"]
+    rid = _post(tight, "/save_weights", {"model_id": run, "path": "alice-2"},
+                **{"X-API-Key": ALICE}).json()["request_id"]
     assert _post(tight, "/retrieve_future", {"request_id": rid}, **{"X-API-Key": BOB}).status_code == 404
     assert _post(tight, "/retrieve_future", {"request_id": rid}, **{"X-API-Key": ALICE}).status_code == 200
     r = httpx.delete(tight.url + f"/api/v1/training_runs/{run}/checkpoints/{name}", headers={"X-API-Key": BOB})
     assert r.status_code == 404, r.text
-    assert f"tinker://{run}/weights/alice-ckpt" in {c["tinker_path"] for c in get(ALICE, f"/training_runs/{run}/checkpoints").json()["checkpoints"]}
+    alices = get(ALICE, f"/training_runs/{run}/checkpoints").json()["checkpoints"]
+    assert f"tinker://{run}/weights/alice-ckpt" in {c["tinker_path"] for c in alices}
     assert alice.create_training_client_from_state(path).get_info().model_id   # still loads for its owner

@@ -89,6 +89,7 @@ def test_bad_values_get_400(ms, body):
         r = c.post("/v1/chat/completions", content=body.encode("utf-8", "surrogatepass"),
                    headers={"content-type": "application/json"})
         assert r.status_code == 400, (r.status_code, r.text[:300])
-        r = c.post("/sessions", content=body.encode("utf-8", "surrogatepass"), headers={"content-type": "application/json"})
+        r = c.post("/sessions", content=body.encode("utf-8", "surrogatepass"),
+                   headers={"content-type": "application/json"})
         assert r.status_code < 500, (r.status_code, r.text[:300])
     assert httpx.get(ms.url + "/health").status_code == 200

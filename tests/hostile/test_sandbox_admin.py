@@ -75,13 +75,15 @@ def test_repo_git_filter_never_runs_on_the_host(admin, tmp_path, state_root):
            "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     for cmd in (["init", "-q"], ["add", "."], ["commit", "-qm", "init"]):
         subprocess.run(["git", *cmd], cwd=repo, check=True, env=env)
-    subprocess.run(["git", "config", "filter.evil.clean", f"sh -c 'touch {marker}; cat'"], cwd=repo, check=True, env=env)
+    subprocess.run(["git", "config", "filter.evil.clean", f"sh -c 'touch {marker}; cat'"], cwd=repo, check=True,
+                   env=env)
     with _http(admin) as c:
         r = c.post("/start", json={"base_dir": str(repo)})
         assert r.status_code == 200, r.text
         sid = r.json()["result"]["sandbox_id"]
         try:
-            out = c.post("/execute", json={"sandbox_id": sid, "command": "cat a.txt; git config filter.evil.clean"}).json()
+            out = c.post("/execute",
+                         json={"sandbox_id": sid, "command": "cat a.txt; git config filter.evil.clean"}).json()
             assert out["result"]["stdout"].startswith("hello\n") and "touch" in out["result"]["stdout"], out
         finally:
             c.post("/stop", json={"sandbox_id": sid})
@@ -95,7 +97,8 @@ def _raw(c: httpx.Client, path: str, text: str) -> httpx.Response:
 def test_bad_values_get_4xx_and_list_keeps_working(admin):
     with _http(admin) as c:
         for text in ('{"ttl_s": NaN}', '{"lease_s": Infinity}', '{"limits": {"cpus": NaN}}', '{"cpus": -Infinity}',
-                     '{"limits": {"memory_mb": 1e400}}', '{"limits": {"cpus": "abc"}}', '{"limits": {"pids": {"a": 1}}}',
+                     '{"limits": {"memory_mb": 1e400}}', '{"limits": {"cpus": "abc"}}',
+                     '{"limits": {"pids": {"a": 1}}}',
                      '{"limits": {"memory_mb": [1]}}', '{"memory": {"x": 1}}', '{"limits": {"cpus": true}}',
                      '{"env": {"A": "x\\u0000y"}}', '{"env": {"A": "\\ud800"}}', '{"sandbox_id": "a\\u0000"}',
                      '{"limits": ' + "[" * 5000 + "]" * 5000 + "}", '{"limits": ' + '{"a":' * 200 + "1" + "}" * 201,
@@ -115,18 +118,22 @@ def test_bad_values_get_4xx_and_list_keeps_working(admin):
                                ("/execute", '{"sandbox_id": "%s", "command": "id", "max_output": "lots"}'),
                                ("/run_in_session", '{"sandbox_id": "%s", "command": "id", "timeout": Infinity}'),
                                ("/write_file", '{"sandbox_id": "%s", "path": "x", "content": "\\ud800"}'),
-                               ("/write_file", '{"sandbox_id": "%s", "path": "x", "content": "!!", "encoding": "base64"}'),
-                               ("/write_file", '{"sandbox_id": "%s", "path": "x", "content": "a", "encoding": "bogus"}'),
+                               ("/write_file",
+                                '{"sandbox_id": "%s", "path": "x", "content": "!!", "encoding": "base64"}'),
+                               ("/write_file",
+                                '{"sandbox_id": "%s", "path": "x", "content": "a", "encoding": "bogus"}'),
                                ("/read_file", '{"sandbox_id": "%s", "path": "/etc/hostname", "encoding": "bogus"}'),
                                ("/read_file", '{"sandbox_id": "%s", "path": "/etc/hostname", "errors": "bogus"}')):
                 r = _raw(c, path, text.replace("%s", sid))
                 assert 400 <= r.status_code < 500, (path, text, r.status_code, r.text[:300])
             c.post("/write_file", json={"sandbox_id": sid, "path": "bin.dat", "content": "/4A=", "encoding": "base64"})
-            r = c.post("/read_file", json={"sandbox_id": sid, "path": "bin.dat", "encoding": "ascii", "errors": "strict"})
+            r = c.post("/read_file",
+                       json={"sandbox_id": sid, "path": "bin.dat", "encoding": "ascii", "errors": "strict"})
             assert r.status_code == 400, r.text
             r = c.post("/read_file", json={"sandbox_id": sid, "path": "bin.dat", "errors": "surrogateescape"})
             assert r.status_code == 200, r.text
-            assert c.post("/execute", json={"sandbox_id": sid, "command": "echo alive"}).json()["result"]["stdout"] == "alive\n"
+            assert c.post("/execute",
+                          json={"sandbox_id": sid, "command": "echo alive"}).json()["result"]["stdout"] == "alive\n"
         finally:
             c.post("/stop", json={"sandbox_id": sid})
         r = c.get("/list")
@@ -136,7 +143,8 @@ def test_bad_values_get_4xx_and_list_keeps_working(admin):
 
 def test_concurrent_starts_never_exceed_max_sandboxes(tight_admin):
     async def go() -> list[httpx.Response]:
-        async with httpx.AsyncClient(base_url=tight_admin.url + P, headers={"X-Key": tight_admin.key}, timeout=120) as c:
+        async with httpx.AsyncClient(base_url=tight_admin.url + P, headers={"X-Key": tight_admin.key},
+                                     timeout=120) as c:
             return await asyncio.gather(*(c.post("/start", json={}) for _ in range(24)))
     rs = asyncio.run(go())
     codes = sorted(r.status_code for r in rs)

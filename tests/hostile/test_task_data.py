@@ -25,8 +25,10 @@ def test_exporting_a_task_repo_runs_none_of_its_git_config(tmp_path):
     env = {**ENV, "HOME": str(tmp_path)}
     for cmd in (["init", "-q"], ["add", "."], ["commit", "-qm", "base"]):
         subprocess.run(["git", *cmd], cwd=repo, check=True, env=env)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, env=env, capture_output=True, text=True).stdout.strip()
-    subprocess.run(["git", "config", "filter.evil.smudge", f"sh -c 'touch {marker}; cat'"], cwd=repo, check=True, env=env)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, env=env, capture_output=True,
+                            text=True).stdout.strip()
+    subprocess.run(["git", "config", "filter.evil.smudge", f"sh -c 'touch {marker}; cat'"], cwd=repo, check=True,
+                   env=env)
     task = SimpleNamespace(path=tmp_path, workspace_source=lambda: {"git": repo, "commit": commit})
     dest = tmp_path / "out"
     export_source(task, dest)

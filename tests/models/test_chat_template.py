@@ -37,7 +37,8 @@ CONVERSATION = [
                      "function": {"name": "run_shell", "arguments": {"cmd": "pytest -x"}}}]},
     {"role": "tool", "tool_call_id": "c1", "content": "1 failed"},
     {"role": "assistant", "content": "",
-     "tool_calls": [{"type": "function", "id": "c2", "function": {"name": "run_shell", "arguments": '{"cmd": "cat a.py"}'}},
+     "tool_calls": [{"type": "function", "id": "c2",
+                     "function": {"name": "run_shell", "arguments": '{"cmd": "cat a.py"}'}},
                     {"type": "function", "id": "c3", "function": {"name": "run_shell", "arguments": {"cmd": "ls"}}}]},
     {"role": "tool", "tool_call_id": "c2", "content": "x = 1"},
     {"role": "tool", "tool_call_id": "c3", "content": "a.py"},
@@ -114,7 +115,8 @@ def test_cookbook_qwen3_instruct_renderer_matches_template(tiny_tok):
     msgs = prefix + _cookbook_messages()
     hf_msgs = [CONVERSATION[0], *CONVERSATION[1:4],
                {"role": "assistant", "content": "",
-                "tool_calls": [{"type": "function", "function": {"name": "run_shell", "arguments": {"cmd": "cat a.py"}}}]}]
+                "tool_calls": [{"type": "function",
+                                "function": {"name": "run_shell", "arguments": {"cmd": "cat a.py"}}}]}]
 
     # generation prompt after the tool result == HF template with add_generation_prompt
     prompt = renderer.build_generation_prompt(msgs[:-1]).to_ints()
@@ -140,7 +142,8 @@ def test_cookbook_renderer_parses_tool_call(tiny_tok):
     calls = msg["tool_calls"]
     assert len(calls) == 1 and calls[0].function.name == "run_shell"
     assert json.loads(calls[0].function.arguments) == {"cmd": "pytest -q"}
-    text = "".join(p["text"] for p in msg["content"] if p["type"] == "text") if isinstance(msg["content"], list) else msg["content"]
+    content = msg["content"]
+    text = "".join(p["text"] for p in content if p["type"] == "text") if isinstance(content, list) else content
     assert text.strip() == "I will run the tests."
 
     # no stop token -> not clean (truncated sample)

@@ -32,7 +32,8 @@ def main(model: str) -> None:
     assert not rr._own_cluster
     rr.create_model("a", TrainConfig("m", 4))
     seq = np.arange(1, 40)
-    _, m = rr.forward_backward(FwdBwdRequest("a", 1, "cross_entropy", {}, False, [Datum(seq[:-1], {"target_tokens": seq[1:]})] * 3))
+    _, m = rr.forward_backward(FwdBwdRequest("a", 1, "cross_entropy", {}, False,
+                                             [Datum(seq[:-1], {"target_tokens": seq[1:]})] * 3))
     assert m["num_tokens:sum"] == 3 * 38, m
     rr.optim_step("a", dict(learning_rate=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.0, grad_clip_norm=0.0))
     rr.snapshot_for_sampler("a", "k")

@@ -105,12 +105,14 @@ def main(model: str) -> None:
                 worst["grads"] = max(worst["grads"], rel(sum(r[i] for r in per_rank), g))
             s1 = ref.optim_step("a", ADAM)
             s2 = rr.optim_step("a", ADAM)
-            worst["grad_norm"] = max(worst["grad_norm"], abs(s1["grad_norm:mean"] - s2["grad_norm:mean"]) / s1["grad_norm:mean"])
+            worst["grad_norm"] = max(worst["grad_norm"],
+                                     abs(s1["grad_norm:mean"] - s2["grad_norm:mean"]) / s1["grad_norm:mean"])
             w1 = [p.detach() for p in ref.trainable("a").params]
             for w2 in rr._all("weights", "a"):  # every rank holds the same updated weights
                 worst["weights"] = max(worst["weights"], max(rel(a, b) for a, b in zip(w2, w1)))
         moved = max(float((p.detach() - q).abs().max()) for p, q in zip(ref.trainable("a").params, init))
-        ok = max(worst["loss"], worst["logprobs"], worst["grads"], worst["grad_norm"]) <= TOL and worst["weights"] <= WEIGHT_TOL
+        ok = max(worst["loss"], worst["logprobs"], worst["grads"],
+                 worst["grad_norm"]) <= TOL and worst["weights"] <= WEIGHT_TOL
         report("dp_equal", ok and moved > 1e-3, tol=TOL, weight_tol=WEIGHT_TOL, moved=moved, **worst)
 
         # sharded optimizer state -> one checkpoint -> the one-process runtime
@@ -127,7 +129,8 @@ def main(model: str) -> None:
         # sampler replicas after a weight sync
         rr.snapshot_for_sampler("a", "snap1")
         prompts = [[int(x) for x in rng.integers(0, 8000, size=int(rng.integers(3, 9)))] for _ in range(12)]
-        specs = [SampleSpec(prompt=p, num_samples=2, max_tokens=6, temperature=1.0, seed=i) for i, p in enumerate(prompts)]
+        specs = [SampleSpec(prompt=p, num_samples=2, max_tokens=6, temperature=1.0,
+                            seed=i) for i, p in enumerate(prompts)]
         served0 = list(rr.served)
         res = rr.sample(NAME, "snap1", specs)
         served = [a - b for a, b in zip(rr.served, served0)]

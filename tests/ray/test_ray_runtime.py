@@ -137,11 +137,13 @@ def test_configure_writes_engine_ray(tmp_path):
 
     def engine(*flags: str) -> dict:
         out = tmp_path / str(len(list(tmp_path.iterdir())))
-        subprocess.run([sys.executable, "configure.py", "--out", str(out), *flags], cwd=REPO, check=True, capture_output=True)
+        subprocess.run([sys.executable, "configure.py", "--out", str(out), *flags], cwd=REPO, check=True,
+                       capture_output=True)
         return yaml.safe_load((out / "engine.yaml").read_text())["engine"]
 
     assert engine()["ray"] is None
-    assert engine("--ray-trainers", "2", "--ray-samplers", "3")["ray"] == {"address": "local", "trainers": 2, "samplers": 3}
+    assert engine("--ray-trainers", "2", "--ray-samplers",
+                  "3")["ray"] == {"address": "local", "trainers": 2, "samplers": 3}
     assert engine("--ray-address", "auto")["ray"] == {"address": "auto", "trainers": 1, "samplers": 1}
 
 

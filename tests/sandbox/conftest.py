@@ -89,7 +89,8 @@ def start_admin(tmp: Path, worker_name: str, role: str = "admin", port: int | No
     config = config or write_config(tmp, port, worker_name, **overrides)
     log = tmp / f"{role}-{port}-stdout.log"
     proc = subprocess.Popen([sys.executable, "-m", "services.sandbox", role, "--config", str(config),
-                             "--port", str(port), *(extra_args or [])], cwd=REPO, stdout=open(log, "ab"), stderr=subprocess.STDOUT)
+                             "--port", str(port), *(extra_args or [])], cwd=REPO, stdout=open(log, "ab"),
+                            stderr=subprocess.STDOUT)
     cfg = yaml.safe_load(config.read_text())
     admin = Admin(f"http://127.0.0.1:{port}", cfg["auth"]["key"], port, Path(cfg["state_dir"]), worker_name, config,
                   proc, log)

@@ -22,7 +22,8 @@ def sid(http):
     r = http.post("/start", json={"image": "local"})
     assert r.status_code == 200, r.text
     sandbox_id = r.json()["result"]["sandbox_id"]
-    assert http.post("/write_file", json={"sandbox_id": sandbox_id, "path": "keep.txt", "content": "precious"}).status_code == 200
+    assert http.post("/write_file",
+                     json={"sandbox_id": sandbox_id, "path": "keep.txt", "content": "precious"}).status_code == 200
     yield sandbox_id
     http.post("/stop", json={"sandbox_id": sandbox_id})
 
@@ -70,7 +71,8 @@ def test_huge_upload_and_write(http, sid):
          "larger than")
     _err(http.post("/write_file", json={"sandbox_id": sid, "path": "/tmp/big", "content": big.decode()}), 413,
          "larger than")
-    assert http.post("/execute", json={"sandbox_id": sid, "command": "head -c 2000000 /dev/zero > /tmp/r"}).status_code == 200
+    assert http.post("/execute",
+                     json={"sandbox_id": sid, "command": "head -c 2000000 /dev/zero > /tmp/r"}).status_code == 200
     _err(http.post("/read_file", json={"sandbox_id": sid, "path": "/tmp/r"}), 413, "larger than")   # 1 MB read cap
 
 

@@ -24,7 +24,8 @@ from services.sandbox.local.backend import LocalBackend, LocalSandbox
 from .conftest import requires_bwrap, requires_root
 
 ALL = "cpuset cpu io memory hugetlb pids"
-FILES = {"memory": {"memory.max": "max", "memory.swap.max": "max", "memory.events": "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n"},
+FILES = {"memory": {"memory.max": "max", "memory.swap.max": "max",
+                    "memory.events": "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n"},
          "pids": {"pids.max": "max"}, "cpu": {"cpu.max": "max 100000"}}
 
 
@@ -32,7 +33,8 @@ class FakeCgroupFS:
     def __init__(self, root: Path, controllers: str = ALL, swap: bool = True):
         self.root, self.swap, self.killed = root, swap, []
         root.mkdir()
-        for name, value in (("cgroup.procs", "1\n"), ("cgroup.controllers", controllers), ("cgroup.subtree_control", "")):
+        for name, value in (("cgroup.procs", "1\n"), ("cgroup.controllers", controllers),
+                            ("cgroup.subtree_control", "")):
             (root / name).write_text(value)
 
     def mkdir(self, d: Path) -> None:
@@ -40,7 +42,8 @@ class FakeCgroupFS:
             return
         d.mkdir()
         enabled = (d.parent / "cgroup.subtree_control").read_text().split()
-        files = {"cgroup.procs": "", "cgroup.kill": "", "cgroup.subtree_control": "", "cgroup.controllers": " ".join(enabled)}
+        files = {"cgroup.procs": "", "cgroup.kill": "", "cgroup.subtree_control": "",
+                 "cgroup.controllers": " ".join(enabled)}
         for c in enabled:
             files.update({k: v for k, v in FILES.get(c, {}).items() if self.swap or k != "memory.swap.max"})
         for name, value in files.items():

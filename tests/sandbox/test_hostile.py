@@ -34,9 +34,11 @@ def _host_state(sentinel: Path, base_repo: Path) -> dict[str, str]:
         return hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else "missing"
     files = sorted(p for p in base_repo.rglob("*") if p.is_file() and ".git" not in p.parts)
     return {"passwd": h(Path("/etc/passwd")), "shadow": h(Path("/etc/shadow")), "pyproject": h(REPO / "pyproject.toml"),
-            "sentinel": h(sentinel / "host-secret.txt"), "sentinel_dir": ",".join(sorted(x.name for x in sentinel.iterdir())),
+            "sentinel": h(sentinel / "host-secret.txt"),
+            "sentinel_dir": ",".join(sorted(x.name for x in sentinel.iterdir())),
             "base": ",".join(f"{p.relative_to(base_repo)}:{h(p)}" for p in files),
-            "pwned": ",".join(str(p) for p in (Path("/usr/pwned"), Path("/etc/pwned"), Path("/pwned"), Path("/root/pwned"),
+            "pwned": ",".join(str(p) for p in (Path("/usr/pwned"), Path("/etc/pwned"), Path("/pwned"),
+                                               Path("/root/pwned"),
                                                  REPO / ".venv-control" / "pwned", REPO / "pwned") if p.exists())}
 
 

@@ -38,7 +38,8 @@ def test_rock_sdk_sandbox_against_our_admin(admin, tmp_path):
             out["s1b"] = await sb.arun("pwd", session="s1")
             out["nohup"] = await sb.arun("sleep 1; echo from-nohup", session="s1", mode=RunMode.NOHUP,
                                          wait_timeout=30, wait_interval=5)
-            out["exec"] = await sb.execute(Command(command=["python3", "-c", "import sys; print(sys.version_info[:2])"]))
+            out["exec"] = await sb.execute(Command(command=["python3", "-c",
+                                                            "import sys; print(sys.version_info[:2])"]))
             out["write"] = await sb.write_file(WriteFileRequest(content="abc\n", path="/workspace/f.txt"))
             out["read"] = await sb.read_file(ReadFileRequest(path="/workspace/f.txt"))
             out["upload"] = await sb.upload_by_path(str(local), "/workspace/up/hello.txt")

@@ -67,7 +67,8 @@ def test_two_workers_placement_and_a_dead_worker(tmp_state, base_repo):
                     deadline = time.monotonic() + 10
                     while time.monotonic() < deadline:
                         st = (await h.get("/apis/envs/sandbox/v1/get_status", params={"sandbox_id": idle})).json()
-                        if ((st.get("result") or {}).get("status") or {}).get("docker_run", {}).get("status") == "failed":
+                        status = (st.get("result") or {}).get("status") or {}
+                        if status.get("docker_run", {}).get("status") == "failed":
                             break
                         await asyncio.sleep(0.2)
                     st_used = (await h.get("/apis/envs/sandbox/v1/get_status", params={"sandbox_id": used})).json()
@@ -130,7 +131,8 @@ def test_rollout_retried_on_the_live_worker_when_its_worker_dies(tmp_state, tiny
             async with SandboxManagerClient(admin.url, admin.key) as mgr:
                 async def factory(b):
                     return await mgr.create(base_dir=b)
-                cfg = AgentConfig(tools=["edit"], compact_schemas=True, budgets=Budgets(max_turns=1, max_output_tokens=56))
+                cfg = AgentConfig(tools=["edit"], compact_schemas=True,
+                                  budgets=Budgets(max_turns=1, max_output_tokens=56))
                 ro = Rollouts(factory, {task.name: base}, tok, cfg, concurrency=1, max_retries=2, grading="in-place")
                 f = Failures()
                 traj = await asyncio.wait_for(ro.run_one(task, KillingGoldPolicy(), f), 120)

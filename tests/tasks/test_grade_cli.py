@@ -25,8 +25,10 @@ CLAMP = REPO / "datasets" / "micro" / "clamp"
 
 
 def _grade(task, patch_file, tmp_path):
-    r = subprocess.run([sys.executable, str(REPO / "prepare_sandbox.py"), "grade", str(task), "--patch", str(patch_file),
-                        "--sandbox", "host", "--out", str(tmp_path / "prep")], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, str(REPO / "prepare_sandbox.py"), "grade", str(task), "--patch",
+                        str(patch_file),
+                        "--sandbox", "host", "--out", str(tmp_path / "prep")], capture_output=True, text=True,
+                       timeout=300)
     return r.returncode, json.loads(r.stdout), r.stderr
 
 
@@ -105,7 +107,8 @@ def test_classifier_flags_and_keeps_real_fixes_clean():
            "@@ -1 +0,0 @@\n-def test(): pass\n"
            "diff --git a/setup.cfg b/setup.cfg\n--- a/setup.cfg\n+++ b/setup.cfg\n@@ -1 +1,2 @@\n [metadata]\n+x = 1\n")
     flags = classify_patch(bad, {"tests/test_old.py"}, {"src/lib.py", "tests/test_old.py", "setup.cfg"})
-    assert set(flags) == {"hack:shadow-module", "hack:test-runner", "hack:path-escape", "hack:test-file", "hack:test-config"}
+    assert set(flags) == {"hack:shadow-module", "hack:test-runner", "hack:path-escape", "hack:test-file",
+                          "hack:test-config"}
     assert flags["hack:test-file"] == ["delete tests/test_old.py"]
 
 

@@ -139,7 +139,8 @@ def test_bad_verifier_output_is_reward_0_with_reason(tmp_path, script, error, re
 def test_exit_code_is_not_the_reward(tmp_path):
     r = _verify_with_test_sh(tmp_path, "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\nexit 3\n")
     assert r.reward == 1.0 and r.exit_code == 3
-    r = _verify_with_test_sh(tmp_path / "b", "#!/bin/bash\necho '{\"reward\": 0.25, \"style\": 1}' > /logs/verifier/reward.json\n")
+    r = _verify_with_test_sh(tmp_path / "b",
+                             "#!/bin/bash\necho '{\"reward\": 0.25, \"style\": 1}' > /logs/verifier/reward.json\n")
     assert r.reward == 0.25 and r.rewards == {"reward": 0.25, "style": 1.0}
 
 

@@ -134,7 +134,8 @@ def test_clean_grading_defeats_hack_even_when_only_flagged(grading, agent):
         return hacked, gold_too
 
     hacked, gold_too = asyncio.run(go())
-    assert hacked.reward == 0.0 and flag in hacked.flags, (agent, hacked.reason, hacked.flags, hacked.output_tail[-800:])
+    assert hacked.reward == 0.0 and flag in hacked.flags, (agent, hacked.reason, hacked.flags,
+                                                           hacked.output_tail[-800:])
     if agent not in ("module-writes-reward-json", "module-writes-reward-obfuscated", "atexit-forges-report",
                      "pytest-ini-plugin"):
         # the hack did not break grading itself: with the real fix beside it, the tests pass

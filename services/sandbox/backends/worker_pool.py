@@ -85,7 +85,8 @@ class WorkerPool(Backend):
         self._monitor = asyncio.create_task(self._monitor_loop())
 
     def limits_info(self) -> dict[str, Any]:
-        return {"workers": [{"url": w.url.removesuffix("/worker/v1"), "alive": a, "sandboxes": self.load(i), "limits": w.limits_info()}
+        return {"workers": [{"url": w.url.removesuffix("/worker/v1"), "alive": a, "sandboxes": self.load(i),
+                             "limits": w.limits_info()}
                             for i, (w, a) in enumerate(zip(self.workers, self.alive))]}
 
     def load(self, i: int) -> int:

@@ -152,7 +152,8 @@ class LocalBackend(Backend):
         removed = self.cleanup_leftovers()
         if removed:
             log.warning("removed leftovers of a previous worker: %s", ", ".join(removed))
-        self.bases = BaseCache(self.bases_dir, self.uid, self.gid, chown=self.real_root, max_bytes=self.base_cache_bytes)
+        self.bases = BaseCache(self.bases_dir, self.uid, self.gid, chown=self.real_root,
+                               max_bytes=self.base_cache_bytes)
         self.layout = await asyncio.to_thread(jail.prepare_host_layout, self.root / "host", self.runtime_paths,
                                               self.uid, self.gid, "sandbox")
         log.info("local backend ready (uid %d, cgroups %s, user namespace %s)", self.uid, self.use_cgroups,

@@ -94,7 +94,8 @@ class BaseCache:
                 # cp -a keeps modes, symlinks and timestamps; it never hardlinks across trees.
                 subprocess.run(["cp", "-a", "--no-preserve=ownership", f"{src}/.", str(tmp / "tree")], check=True)
             if self.chown:
-                subprocess.run(["chown", "-R", "--no-dereference", f"{self.uid}:{self.gid}", str(tmp / "tree")], check=True)
+                subprocess.run(["chown", "-R", "--no-dereference", f"{self.uid}:{self.gid}", str(tmp / "tree")],
+                               check=True)
             os.chmod(tmp, 0o755)
             if (tmp / "tree" / ".git").exists():
                 self._refresh_git_index(tmp / "tree")
@@ -132,7 +133,8 @@ class BaseCache:
                 total -= size
                 evicted.append(d.name)
         if evicted:
-            log.info("evicted %d bases (LRU, cache limit %d bytes): %s", len(evicted), self.max_bytes, ", ".join(evicted))
+            log.info("evicted %d bases (LRU, cache limit %d bytes): %s", len(evicted), self.max_bytes,
+                     ", ".join(evicted))
         return evicted
 
     def _refresh_git_index(self, tree: Path) -> None:
@@ -155,7 +157,8 @@ class BaseCache:
             config.write_text(minimal)
             subprocess.run(["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
                             "-c", "core.attributesFile=/dev/null", "update-index", "-q", "--refresh"],
-                           cwd=tree, preexec_fn=self._drop, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                           cwd=tree, preexec_fn=self._drop, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env=env)
         finally:
             config.unlink(missing_ok=True)
             if saved.exists() or saved.is_symlink():
