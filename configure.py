@@ -5,7 +5,7 @@
     python configure.py --model /data/Qwen3-4B-Instruct-2507 --model-name Qwen/Qwen3-4B-Instruct-2507 --device cuda
     python configure.py --rock-base-url http://rock-admin:8080 --rock-cluster default   # sandboxes on a ROCK cluster
         [--rock-header X-Key=... --rock-header X-User-Id=...]                          # its auth/routing headers
-    python configure.py --ray-trainers 2 --ray-samplers 2 --ray-address auto   # the runtime on a Ray cluster (docs/ray.md)
+    python configure.py --ray-trainers 2 --ray-samplers 2 --ray-address auto  # the runtime on Ray (docs/ray.md)
 
 It refuses to overwrite a config you edited (pass --force to regenerate anyway); configs it
 wrote itself and that are unchanged are regenerated freely. Every value it writes is printed.
@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ray-samplers", type=int, default=None,
                     help="run the runtime on Ray: sampler replicas (default 1)")
     ap.add_argument("--ray-address", default=None,
-                    help="Ray cluster to join: auto (the one `ray start` runs here), host:port, or local (a private one; default)")
+                    help="Ray cluster to join: auto (the one `ray start` runs here), host:port, or local (a private "
+                         "one; default)")
     ap.add_argument("--rollout-only", action="store_true", help="evaluation only: no training, no reference model")
     ap.add_argument("--out", default=str(ROOT / "config"), help="output directory (default: config/)")
     ap.add_argument("--force", action="store_true", help="overwrite configs even if you edited them")

@@ -105,7 +105,8 @@ def through_api(backend: BackendProc, seqs, prompts, steps: int) -> dict:
     sc = tinker.ServiceClient(base_url=backend.url, api_key=backend.key)
     tc = sc.create_lora_training_client(base_model=backend.model, rank=RANK, seed=0)
     data = [types.Datum(model_input=types.ModelInput.from_ints(s[:-1].tolist()),
-                        loss_fn_inputs={"target_tokens": types.TensorData.from_numpy(s[1:].astype(np.int64))}) for s in seqs]
+                        loss_fn_inputs={"target_tokens": types.TensorData.from_numpy(s[1:].astype(np.int64))})
+            for s in seqs]
     adam = types.AdamParams(learning_rate=LR, beta1=0.9, beta2=0.95, eps=1e-8)
 
     def step():
@@ -140,7 +141,8 @@ def through_api(backend: BackendProc, seqs, prompts, steps: int) -> dict:
         for name, call in {"healthz": lambda: c.get("/api/v1/healthz"),
                            "get_info": lambda: c.post("/api/v1/get_info", json={"model_id": tc.model_id}),
                            "session_heartbeat": lambda: c.post("/api/v1/session_heartbeat",
-                                                               json={"session_id": sc.holder.get_session_id()})}.items():
+                                                               json={"session_id": sc.holder.get_session_id()}),
+                           }.items():
             for _ in range(20):
                 call()
             ts = []
@@ -172,7 +174,8 @@ def main() -> int:
     raw = raw_torch(path, seqs, prompts, args.steps)
     rows = []
     res = {"model": name, "workload": {"train": f"{B}x{T} tokens, LoRA r{RANK}, fwd_bwd+optim x{args.steps}",
-                                        "sample": f"{S_PROMPTS} prompts x {S_SAMPLES} samples, {S_PROMPT_LEN}+{S_NEW} tokens"}}
+                                        "sample": f"{S_PROMPTS} prompts x {S_SAMPLES} samples, {S_PROMPT_LEN}+{S_NEW} "
+                                                  "tokens"}}
     for kind in ("train", "sample"):
         a, r = api[kind], raw[kind]
         row = {"api_tok_s": a["tokens"] / a["wall_s"], "raw_tok_s": r["tokens"] / r["wall_s"],
@@ -184,7 +187,8 @@ def main() -> int:
         rows.append((kind, row))
     res["latency"] = api["latency"]
     print(f"model {name}; workloads: {res['workload']}")
-    print(f"{'work':8} {'API tok/s':>10} {'raw tok/s':>10} {'ratio':>6} | {'API tok/CPU-s':>13} {'raw tok/CPU-s':>13} {'ratio':>6}")
+    print(f"{'work':8} {'API tok/s':>10} {'raw tok/s':>10} {'ratio':>6} | {'API tok/CPU-s':>13} {'raw tok/CPU-s':>13} "
+          f"{'ratio':>6}")
     for kind, r in rows:
         print(f"{kind:8} {r['api_tok_s']:10.0f} {r['raw_tok_s']:10.0f} {r['ratio_wall']:6.2f} | "
               f"{r['api_tok_per_cpu_s']:13.0f} {r['raw_tok_per_cpu_s']:13.0f} {r['ratio_cpu']:6.2f}")

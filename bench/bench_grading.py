@@ -145,7 +145,8 @@ async def main_async(a) -> None:
         print(row("clean: extract patch + fresh sandbox + apply + verify", cl))
         print(row("  clean part: extract the patch (agent sandbox)", parts["extract"]))
         print(row("  clean part: fresh sandbox + apply + verify + close", parts["grade"]))
-        print(f"{'extra per graded rollout (P50 clean - P50 in-place)':<52} {(pct(cl, 50) - pct(ip, 50)) * 1000:7.0f} ms")
+        print(f"{'extra per graded rollout (P50 clean - P50 in-place)':<52} {(pct(cl, 50) - pct(ip, 50)) * 1000:7.0f} "
+              "ms")
         print(f"{'rewards as expected in both modes':<52} {same}/{a.n}")
 
         sem = asyncio.Semaphore(a.concurrency)
@@ -158,7 +159,8 @@ async def main_async(a) -> None:
             t0 = time.perf_counter()
             await asyncio.gather(*(limited(fn, t, gold) for t, gold in items))
             dt = time.perf_counter() - t0
-            print(f"throughput {name:<9} (concurrency {a.concurrency}) {a.n / dt:6.2f} rollouts/s   ({dt:.1f} s for {a.n})")
+            print(f"throughput {name:<9} (concurrency {a.concurrency}) {a.n / dt:6.2f} rollouts/s   ({dt:.1f} s for "
+                  f"{a.n})")
         await client.aclose()
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -102,7 +102,8 @@ def main() -> None:
                 stop.set()
                 th.join()
                 size = f"{len(data) / 2**20:.1f} MB" if data else ""
-                print(f"{name:22s} {size:>8s}  answered in {took:.2f}s: {answer}; worst /health {max(lat, default=0) * 1000:.0f} ms; "
+                print(f"{name:22s} {size:>8s}  answered in {took:.2f}s: {answer}; worst /health "
+                      f"{max(lat, default=0) * 1000:.0f} ms; "
                       f"admin RSS {rss_mb(a.proc.pid):.0f} MB (+{rss_mb(a.proc.pid) - rss0:.0f})", flush=True)
             c.post("/stop", json={"sandbox_id": sid})
     finally:

@@ -186,7 +186,8 @@ async def docker_vs_local(n: int, image: str, repo: Path, state: Path) -> None:
     finally:
         await dk.shutdown()
         await lb.shutdown()
-    print(f"sandbox bench (docker vs local): {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, docker image {image}")
+    print(f"sandbox bench (docker vs local): {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, docker image "
+          f"{image}")
     for name, xs in rows:
         print(row(name, xs))
 

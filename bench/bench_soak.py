@@ -2,7 +2,8 @@
 
 Each cycle is one client session: create a LoRA training client, one forward_backward + optim_step,
 save_weights_and_get_sampling_client, one sample, finish the session. Prints the backend's RSS, its
-database size (SQLite file and its write-ahead log, which SQLite reuses once it has reached ~4 MB) and the number of stored futures after a warm-up and after ``--cycles``
+database size (SQLite file and its write-ahead log, which SQLite reuses once it has reached ~4 MB)
+and the number of stored futures after a warm-up and after ``--cycles``
 cycles; then, as the baseline in the same run, ``--baseline-cycles`` more cycles whose sessions are
 never finished (what every session did before the lifecycle work), and the same figures again.
 

@@ -30,7 +30,8 @@ def free_port() -> int:
 
 def ensure_tiny_model() -> tuple[str, Path]:
     """The embedded default model (setup.sh runtime creates it; tests create it if missing)."""
-    if not (TINY_PATH / "config.json").exists() or not (REPO / "hf-home" / "hub" / "models--local--qwen3-tiny-xs").exists():
+    registered = REPO / "hf-home" / "hub" / "models--local--qwen3-tiny-xs"
+    if not (TINY_PATH / "config.json").exists() or not registered.exists():
         subprocess.run([RUNTIME_PY, "-m", "services.models", "make-tiny", "--register"], cwd=REPO, check=True,
                        stdout=subprocess.DEVNULL)
     return TINY_NAME, TINY_PATH

@@ -65,7 +65,8 @@ def test_the_check_sees_imports_inside_functions(tmp_path):
     svc = tmp_path / "services"
     (svc / "sandbox").mkdir(parents=True)
     (svc / "sandbox" / "x.py").write_text("def f():\n    from cookbook.agent import SWEAgent\n"
-                                          "    import services.tasks.verifier\n    from services.tasks.task import Task\n")
+                                          "    import services.tasks.verifier\n    from services.tasks.task import "
+                                          "Task\n")
     cookbook, cross = violations(svc)
     assert cookbook == ["services/sandbox/x.py imports cookbook.agent"]
     assert cross == {("services/sandbox/x.py", "services.tasks.verifier")}

@@ -28,7 +28,8 @@ from .trajectory import Segment, Trajectory, Turn
 SYSTEM_PROMPT = ("You are a software engineer fixing a bug in the repository at /workspace. "
                  "Use the tools to inspect the code, edit it, and call submit when the tests pass.")
 ELIDED = "[older observation elided]"
-NO_CALL = f"No tool call found. Call a tool with {TOOL_CALL_OPEN}{{\"name\": ..., \"arguments\": {{...}}}}{TOOL_CALL_CLOSE}."
+NO_CALL = (f"No tool call found. Call a tool with {TOOL_CALL_OPEN}"
+           f"{{\"name\": ..., \"arguments\": {{...}}}}{TOOL_CALL_CLOSE}.")
 
 
 @dataclass

@@ -96,7 +96,8 @@ class Trajectory:
                  "## instruction", self.instruction, ""]
         for t in self.turns:
             lines += [f"## turn {t.index} (segment {t.segment}, prompt {t.prompt_len} tokens, sampled "
-                      f"{len(t.sampled_tokens)} tokens, stop={t.stop_reason}{', eos appended' if t.appended_eos else ''})",
+                      f"{len(t.sampled_tokens)} tokens, "
+                      f"stop={t.stop_reason}{', eos appended' if t.appended_eos else ''})",
                       t.text]
             for c in t.tool_calls:
                 lines.append(f"-> tool call {c['name']} {json.dumps(c['arguments'], ensure_ascii=False)}")

@@ -39,4 +39,5 @@ def load_config(name: str, path: str | Path | None = None) -> dict[str, Any]:
             if not isinstance(data, dict):
                 raise ValueError(f"{p}: expected a mapping at the top level")
             return data
-    raise FileNotFoundError(f"no config {name!r}: looked in {', '.join(map(str, candidates))}; run `python configure.py`")
+    raise FileNotFoundError(f"no config {name!r}: looked in {', '.join(map(str, candidates))}; run `python "
+                            "configure.py`")

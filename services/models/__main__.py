@@ -37,7 +37,8 @@ def _cmd_register(a: argparse.Namespace) -> int:
     snap = register(a.path, a.name, hf_home=a.hf_home, mode=a.mode)
     print(json.dumps({"name": a.name, "snapshot": str(snap), "hub_cache": str(hub_cache_dir(a.hf_home)),
                       "use": f"HF_HUB_OFFLINE=1 HF_HOME={hub_cache_dir(a.hf_home).parent} "
-                             f"python -c \"from transformers import AutoTokenizer; AutoTokenizer.from_pretrained('{a.name}')\""},
+                             "python -c \"from transformers import AutoTokenizer; "
+                             f"AutoTokenizer.from_pretrained('{a.name}')\""},
                      indent=2))
     return 0
 

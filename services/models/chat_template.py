@@ -74,4 +74,4 @@ CHAT_TEMPLATE = r"""{#- local-tinker Qwen3 (Instruct-2507, non-thinking) chat te
 {%- if add_generation_prompt -%}
   {{- '<|im_start|>assistant\n' -}}
 {%- endif -%}
-"""
+"""  # noqa: E501 (the tool-use instructions, byte for byte as in Qwen3's template)

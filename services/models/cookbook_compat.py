@@ -26,7 +26,7 @@ DEFAULT_RENDERER = "qwen3_instruct"
 
 
 def local_model_attributes(model_name: str):
-    from tinker_cookbook.model_info import ModelAttributes
+    from tinker_cookbook.model_info import ModelAttributes  # noqa: PLC0415 (.venv-runtime has no tinker_cookbook)
 
     base = model_name.split(":", 1)[0]
     meta: dict = {}
@@ -40,7 +40,7 @@ def local_model_attributes(model_name: str):
 
 def install() -> None:
     """Idempotently wrap ``tinker_cookbook.model_info.get_model_attributes`` for ``local/*`` names."""
-    from tinker_cookbook import model_info
+    from tinker_cookbook import model_info  # noqa: PLC0415 (.venv-runtime has no tinker_cookbook)
 
     original = model_info.get_model_attributes
     if getattr(original, "_local_tinker", False):

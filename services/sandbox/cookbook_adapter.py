@@ -128,7 +128,8 @@ class CookbookSandbox:
                              exit_code=-1 if r.get("exit_code") is None else r["exit_code"], metrics=metrics)
 
     async def read_file(self, path: str, max_bytes: int | None = None, timeout: int = 60) -> SandboxResult:
-        cmd = f"head -c {int(max_bytes)} -- {shlex.quote(path)}" if max_bytes is not None else f"cat -- {shlex.quote(path)}"
+        cmd = (f"head -c {int(max_bytes)} -- {shlex.quote(path)}" if max_bytes is not None
+               else f"cat -- {shlex.quote(path)}")
         return await self.run_command(cmd, workdir="/", timeout=timeout, max_output_bytes=max_bytes or 16 * 1024 * 1024)
 
     async def write_file(self, path: str, content: str | bytes, executable: bool = False,

@@ -58,7 +58,8 @@ export GIT_DIR="$g/git" GIT_WORK_TREE=/workspace GIT_INDEX_FILE="$g/index"
 echo /workspace/.git/objects > "$g/git/objects/info/alternates"
 printf '* -text -filter -ident -eol -working-tree-encoding !diff\n' > "$g/git/info/attributes"
 if git read-tree {commit} 2>"$g/err" && git add -A -- . ':(exclude,glob)**/__pycache__/**' 2>>"$g/err" \
-   && git diff --cached --binary --full-index --no-renames --no-ext-diff --no-textconv --no-color {commit} > "$g/patch" 2>>"$g/err"
+   && git diff --cached --binary --full-index --no-renames --no-ext-diff --no-textconv --no-color {commit} \
+      > "$g/patch" 2>>"$g/err"
 then echo {begin}; base64 -w0 "$g/patch"; rc=0
 else cat "$g/err"; rc=5; fi
 rm -rf "$g"; exit $rc
@@ -164,7 +165,8 @@ async def grade_patch(task: Task, base_dir: Path, factory: SandboxFactory, patch
     zero = zeroing(flags, policies)
     if zero:
         return VerifyResult(0.0, flags=flags, duration_s=time.monotonic() - t0,
-                            reason=f"reward 0: the patch is flagged {', '.join(zero)} ({'; '.join(flags[zero[0]][:3])})")
+                            reason=f"reward 0: the patch is flagged {', '.join(zero)} "
+                                   f"({'; '.join(flags[zero[0]][:3])})")
     sb = await factory(base_dir if isinstance(base_dir, ImageRef) else Path(base_dir))
     try:
         err = await apply_patch(sb, patch)

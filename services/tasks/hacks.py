@@ -92,7 +92,8 @@ def parse_patch(text: str) -> list[FileChange]:
             in_hunk = False
             continue
         if line.startswith("--- ") and not in_hunk:
-            if cur is None or cur.added or cur.removed or (cur.old_path is not None and _strip(line[4:]) not in (None, cur.old_path)):
+            if cur is None or cur.added or cur.removed or (
+                    cur.old_path is not None and _strip(line[4:]) not in (None, cur.old_path)):
                 cur = FileChange(path="", old_path=_strip(line[4:]))
                 out.append(cur)
             elif _strip(line[4:]) is None:

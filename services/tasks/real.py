@@ -96,7 +96,8 @@ def build_real(out_root: Path, recipe_path: Path = RECIPE, only: list[str] | Non
                          n=int(pkg["n"]), seed=seed, org=org, package=pkg["name"],
                          max_f2p=int(pkg.get("max_f2p", 20)), n_p2p=int(pkg.get("p2p", 10)), log=log)
         if len(res.tasks) < int(pkg["n"]):
-            log(f"{pkg['name']}: only {len(res.tasks)} of {pkg['n']} tasks (tried {res.tried}, rejected {res.rejected})")
+            log(f"{pkg['name']}: only {len(res.tasks)} of {pkg['n']} tasks (tried {res.tried}, rejected "
+                f"{res.rejected})")
         stamp.write_text(json.dumps({"key": key, "tasks": [p.name for p in res.tasks],
                                      "sdist": sdist.name, "sha256": pkg["sha256"]}))
     every = int(recipe.get("heldout_every", 5))

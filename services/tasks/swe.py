@@ -35,7 +35,7 @@ TEST_SH = """#!/bin/bash
 mkdir -p /logs/verifier
 cd /workspace
 "${LTS_PYTHON:-python3}" /tests/grade.py --config /tests/config.json --files /tests/files --workspace /workspace --out /logs/verifier
-"""
+"""  # noqa: E501 (written into every task's tests/test.sh: changing it changes the tasks)
 
 SOLVE_SH = """#!/bin/bash
 # Reference solution (oracle): apply the gold patch to /workspace.

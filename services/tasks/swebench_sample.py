@@ -136,7 +136,8 @@ INV_BASE = INV_INIT + '''
         self.weights[name] = int(weight.rstrip("g"))
         return self.weights[name]
 '''
-INV_FIXED = INV_INIT.replace('"""A tiny inventory."""\n', '"""A tiny inventory."""\nfrom inventory.units import grams\n') + '''
+INV_FIXED = INV_INIT.replace('"""A tiny inventory."""\n', '"""A tiny inventory."""\nfrom inventory.units import '
+                                                          'grams\n') + '''
     def add_weight(self, name, weight):
         """Record a weight such as '2kg' or '500g' (stored in grams)."""
         self.weights = getattr(self, "weights", {})

@@ -347,5 +347,6 @@ def synthesize(repo: str | Path, out: str | Path, *, src: list[str], tests: list
                 test_timeout=test_timeout)
             shutil.rmtree(snapshot)
             res.tasks.append(task_dir)
-            log(f"  {name}: {m.kind} in {m.function} ({m.file}:{m.line}) -> {len(f2p)} FAIL_TO_PASS, {len(p2p)} PASS_TO_PASS")
+            log(f"  {name}: {m.kind} in {m.function} ({m.file}:{m.line}) -> {len(f2p)} FAIL_TO_PASS, {len(p2p)} "
+                "PASS_TO_PASS")
     return res

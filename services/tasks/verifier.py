@@ -142,14 +142,16 @@ async def verify(sandbox: Sandbox, task: Task, timeout: float | None = None,
 
 async def _verify(sandbox: Sandbox, task: Task, t_limit: float, host_env: dict[str, str] | None) -> VerifyResult:
     # Empty the directories rather than removing them: in a sandbox they may be mount points.
-    prep = await sandbox.run(f"mkdir -p {TESTS_DIR} {VERIFIER_DIR} && find {TESTS_DIR} {VERIFIER_DIR} -mindepth 1 -delete",
+    prep = await sandbox.run(f"mkdir -p {TESTS_DIR} {VERIFIER_DIR} && find {TESTS_DIR} {VERIFIER_DIR} -mindepth 1 "
+                             "-delete",
                              timeout=60, cwd="/")
     if prep.exit_code != 0:
         return VerifyResult(0.0, error="SandboxError", reason=f"could not reset {VERIFIER_DIR}: {prep.output[-500:]}")
     await sandbox.upload_dir(str(task.tests_dir), TESTS_DIR)
 
     env = resolve_env(task.config.verifier.env, host_env)
-    res = await sandbox.run(f"chmod +x {TESTS_DIR}/test.sh; bash {TESTS_DIR}/test.sh > {VERIFIER_DIR}/test-stdout.txt 2>&1",
+    res = await sandbox.run(f"chmod +x {TESTS_DIR}/test.sh; bash {TESTS_DIR}/test.sh > {VERIFIER_DIR}/test-stdout.txt "
+                            "2>&1",
                             timeout=t_limit, cwd="/workspace", env=env)
     result = VerifyResult(0.0, exit_code=None if res.timed_out else res.exit_code,
                           timed_out=res.timed_out, duration_s=res.duration_s)
@@ -184,7 +186,8 @@ async def _verify(sandbox: Sandbox, task: Task, t_limit: float, host_env: dict[s
             rewards = parse_reward_txt(await _read(sandbox, f"{VERIFIER_DIR}/reward.txt"))
         else:
             raise RewardError("RewardFileNotFoundError",
-                              f"test.sh exited {res.exit_code} without writing {VERIFIER_DIR}/reward.json or reward.txt")
+                              f"test.sh exited {res.exit_code} without writing {VERIFIER_DIR}/reward.json or "
+                              "reward.txt")
     except RewardError as e:
         result.error, result.reason = e.kind, str(e)
         return result

@@ -97,7 +97,8 @@ def test_sdk_checkpoint_download(backend, tmp_path):
                         "--output", str(tmp_path)], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     dest = tmp_path / path.replace("tinker://", "").replace("/", "_")
-    assert (dest / "adapter_model.safetensors").exists() and (dest / "tokenizer_config.json").exists(), list(dest.iterdir())
+    assert (dest / "adapter_model.safetensors").exists() and (dest / "tokenizer_config.json").exists(), \
+        list(dest.iterdir())
     np.testing.assert_allclose(_hf_logprobs((dest, "adapter"))[0], lp, atol=1e-4)
     rc = sc.create_rest_client()
     model_id = path.split("/")[2]
@@ -139,7 +140,8 @@ def test_external_weights_urls_ttl_and_signatures(backend):
     with pytest.raises(tinker.BadRequestError, match="ttl_seconds must be"):
         rc.set_checkpoint_ttl_from_tinker_path(ext, 60).result(30)
     rc.set_checkpoint_ttl_from_tinker_path(ext, None).result(30)
-    assert next(c for c in rc.list_checkpoints(tc.model_id).result(60).checkpoints if c.tinker_path == ext).expires_at is None
+    listed = rc.list_checkpoints(tc.model_id).result(60).checkpoints
+    assert next(c for c in listed if c.tinker_path == ext).expires_at is None
     rc.delete_checkpoint_from_tinker_path(ext).result(30)
     with pytest.raises(tinker.NotFoundError):
         rc.get_external_weights_urls(ext).result(30)

@@ -92,7 +92,8 @@ class DockerAdmin:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"admin exited {self.proc.returncode}: {(self.dir / 'stdout.log').read_text()[-3000:]}")
+                raise RuntimeError(f"admin exited {self.proc.returncode}: "
+                                   f"{(self.dir / 'stdout.log').read_text()[-3000:]}")
             try:
                 if httpx.get(self.url + "/health", timeout=1).status_code == 200:
                     return self

@@ -194,7 +194,8 @@ def test_unix_socket_bound_into_the_container(docker_admin, sample_prep):
                 r = await sb.run("python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); "
                                  "s.connect('/run/lts-ms/ms.sock'); s.sendall(b'ping'); print(s.recv(100).decode())\"; "
                                  "touch /run/lts-ms/x 2>&1 | grep -c 'Read-only'; "
-                                 "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 80), 2)\" 2>&1 | tail -1")
+                                 "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 80), 2)\" 2>&1 | "
+                                 "tail -1")
                 bad = None
                 try:
                     await c.create(image=image, binds=[{"source": "/etc", "target": "/run/x"}])

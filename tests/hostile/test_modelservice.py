@@ -62,7 +62,8 @@ def test_half_sent_requests_are_logged_once_and_quietly(ms):
     for _ in range(40):
         with socket.create_connection(("127.0.0.1", port)) as s:
             s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Authorization: Bearer " + ms.key.encode() + b"\r\nContent-Length: 100000\r\n\r\n{\"messages\": [")
+                      b"Authorization: Bearer " + ms.key.encode() + b"\r\nContent-Length: 100000\r\n\r\n{\"messages\": "
+                                                                    b"[")
     time.sleep(1.0)
     added = ms.log.read_bytes()[size0:].decode(errors="replace")
     assert added.count("Traceback") <= 5, added[-3000:]

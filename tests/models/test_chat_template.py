@@ -47,10 +47,12 @@ CONVERSATION = [
 EXPECTED = (
     "<|im_start|>system\nYou are a coding agent.\n\n" + TOOLS_BLOCK + "<|im_end|>\n"
     "<|im_start|>user\nFix the failing test.<|im_end|>\n"
-    "<|im_start|>assistant\nLet me look.\n<tool_call>\n{\"name\": \"run_shell\", \"arguments\": {\"cmd\": \"pytest -x\"}}\n"
+    "<|im_start|>assistant\nLet me look.\n<tool_call>\n"
+    "{\"name\": \"run_shell\", \"arguments\": {\"cmd\": \"pytest -x\"}}\n"
     "</tool_call><|im_end|>\n"
     "<|im_start|>user\n<tool_response>\n1 failed\n</tool_response><|im_end|>\n"
-    "<|im_start|>assistant\n<tool_call>\n{\"name\": \"run_shell\", \"arguments\": {\"cmd\": \"cat a.py\"}}\n</tool_call>\n"
+    "<|im_start|>assistant\n<tool_call>\n{\"name\": \"run_shell\", \"arguments\": {\"cmd\": \"cat a.py\"}}\n"
+    "</tool_call>\n"
     "<tool_call>\n{\"name\": \"run_shell\", \"arguments\": {\"cmd\": \"ls\"}}\n</tool_call><|im_end|>\n"
     "<|im_start|>user\n<tool_response>\nx = 1\n</tool_response>\n<tool_response>\na.py\n</tool_response><|im_end|>\n"
     "<|im_start|>assistant\n"
@@ -72,7 +74,8 @@ def test_plain_chat_and_generation_prompt(tiny_tok):
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nyo<|im_end|>\n")
     # tools without a system message: the tools block alone is the system turn
     only_tools = tiny_tok.apply_chat_template(msgs, tools=TOOLS, tokenize=False)
-    assert only_tools.startswith("<|im_start|>system\n# Tools\n") and only_tools.endswith("<|im_start|>user\nhi<|im_end|>\n")
+    assert only_tools.startswith("<|im_start|>system\n# Tools\n")
+    assert only_tools.endswith("<|im_start|>user\nhi<|im_end|>\n")
 
 
 @pytest.mark.parametrize("enable_thinking", [False, True, None])

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
+import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-import time
 
 from services.backend.codec import Datum, FwdBwdRequest  # noqa: E402
 from services.backend.ray_runtime import RayRuntime  # noqa: E402
@@ -39,8 +39,6 @@ def main(model: str) -> None:
     rr.snapshot_for_sampler("a", "k")
     assert len(rr.sample("m", "k", [SampleSpec([1, 2, 3], num_samples=2, max_tokens=4)])[0].sequences) == 2
     rr.close()
-
-    import ray
 
     ray.init(address="auto")
     free, deadline = {}, time.time() + 60

@@ -112,7 +112,8 @@ def test_conformance_suite_in_ray_mode(tiny_model, tmp_path):
     b = BackendProc(tmp_path / "backend", extra={"runtime": {"ray": RAY_MODE}}).start(timeout=300)
     try:
         ray_procs = _descendants(b.proc.pid)
-        assert any("raylet" in Path(f"/proc/{p}/cmdline").read_text() for p in ray_procs if Path(f"/proc/{p}").exists()), \
+        alive = [p for p in ray_procs if Path(f"/proc/{p}").exists()]
+        assert any("raylet" in Path(f"/proc/{p}/cmdline").read_text() for p in alive), \
             "the backend does not run on a Ray cluster"
         env = dict(os.environ, TINKER_BASE_URL=b.url, TINKER_API_KEY=b.key, BASE_MODEL=b.model,
                    MODEL_PATH=str(b.model_path))

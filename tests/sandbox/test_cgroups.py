@@ -116,7 +116,8 @@ def test_missing_controller_is_reported_and_falls_back(fake):
     sup = cgroups.detect("lts-test")
     assert sup.mode == "v2" and sup.enforced == ("memory", "cpu", "kill") and sup.usable
     info = sup.describe()
-    assert list(info["fallback"]) == ["pids"] and "RLIMIT_NPROC" in info["fallback"]["pids"] and "pids" in info["reason"]
+    assert list(info["fallback"]) == ["pids"] and "RLIMIT_NPROC" in info["fallback"]["pids"]
+    assert "pids" in info["reason"]
     cg = cgroups.SandboxCgroups("lts-test", "sb1", sup)
     cg.create(Limits(memory_mb=128, pids=64))  # writes only what is enforced (no pids.max, no memory.swap.max here)
     assert (cg.v2 / "memory.max").read_text() == str(128 * 1024 * 1024) and not (cg.v2 / "pids.max").exists()
@@ -165,13 +166,15 @@ def test_real_sandbox_gets_its_cgroup_limits(admin, base_repo):
                 if info["cgroups"] == "v2":
                     (d,) = v2.glob(f"lts-sandbox-*/{sb.sandbox_id}")
                     limits = [(d / f).read_text().strip() for f in ("memory.max", "pids.max", "cpu.max")]
-                    counter = lambda: int(dict(l.split() for l in (d / "memory.events").read_text().splitlines())["oom_kill"])  # noqa: E731
+                    events = d / "memory.events"
+                    counter = lambda: int(dict(l.split() for l in events.read_text().splitlines())["oom_kill"])  # noqa: E731
                 else:
                     (m,) = (cgroups.CGROUP_ROOT / "memory").glob(f"lts-sandbox-*/{sb.sandbox_id}")
                     (p,) = (cgroups.CGROUP_ROOT / "pids").glob(f"lts-sandbox-*/{sb.sandbox_id}")
                     (c,) = (cgroups.CGROUP_ROOT / "cpu").glob(f"lts-sandbox-*/{sb.sandbox_id}")
                     limits = [(m / "memory.limit_in_bytes").read_text().strip(), (p / "pids.max").read_text().strip(),
-                              f"{(c / 'cpu.cfs_quota_us').read_text().strip()} {(c / 'cpu.cfs_period_us').read_text().strip()}"]
+                              f"{(c / 'cpu.cfs_quota_us').read_text().strip()} "
+                              f"{(c / 'cpu.cfs_period_us').read_text().strip()}"]
                     counter = lambda: int((m / "memory.failcnt").read_text())  # noqa: E731
                 before = counter()
                 res = await sb.run(bomb, timeout=60)

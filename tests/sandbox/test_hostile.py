@@ -189,7 +189,8 @@ def test_cannot_read_other_sandbox(admin, base_repo, host_unchanged):
             try:
                 await a.write_file("/workspace/secret_a.txt", "TOKEN-A-123\n")
                 await a.run("echo TOKEN-A-123 > /tmp/secret_a_tmp.txt")
-                r = await b.run(f"""find / \\( -path /proc -o -path /sys \\) -prune -o -name 'secret_a*' -print 2>/dev/null \\
+                r = await b.run(f"""find / \\( -path /proc -o -path /sys \\) -prune \\
+                                        -o -name 'secret_a*' -print 2>/dev/null \\
                                         | sed 's/^/FOUND /'
                     cat /workspace/secret_a.txt 2>/dev/null || echo NOT-IN-MY-WORKSPACE
                     ls {admin.state_dir} >/dev/null 2>&1 || echo NO-STATE-DIR""", timeout=60)

@@ -90,7 +90,8 @@ def test_adapter_rejects_bad_instances(project, tmp_path):
     bad = swe_instance(project) | {"base_commit": "0" * 40}
     with pytest.raises(ValueError, match="unknown revision"):
         swebench_to_task(bad, project["repo"], tmp_path / "t1")
-    bad = swe_instance(project) | {"patch": "diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n"}
+    bad = swe_instance(project) | {"patch": "diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n"
+                                            "@@ -1 +1 @@\n-x\n+y\n"}
     with pytest.raises(ValueError, match="gold patch does not apply"):
         swebench_to_task(bad, project["repo"], tmp_path / "t2")
     with pytest.raises(ValueError, match="no tests"):
@@ -105,7 +106,8 @@ echo "reflog=$(git reflog | wc -l)"
 git show {fix} >/dev/null 2>&1 && echo "show_fix=yes"
 git show {future} >/dev/null 2>&1 && echo "show_future=yes"
 git cat-file -e {fixed_blob} 2>/dev/null && echo "fixed_blob=yes"
-git cat-file --batch-all-objects --batch | grep -c -e 'a + b' -e FUTURE_MARKER -e 'def test_add' | sed 's/^/grep_objects=/'
+git cat-file --batch-all-objects --batch | grep -c -e 'a + b' -e FUTURE_MARKER -e 'def test_add' \
+  | sed 's/^/grep_objects=/'
 grep -r -l -e FUTURE_MARKER -e 'a + b' -e 'def test_add' . | sed 's/^/grep_files=/'
 echo "tags=$(git tag | wc -l) branches=$(git branch -a | wc -l)"
 """

@@ -96,14 +96,18 @@ def test_junit_outcomes_map_to_node_ids():
 
 def test_classifier_flags_and_keeps_real_fixes_clean():
     ok = ("diff --git a/pkg/json.py b/pkg/json.py\n--- a/pkg/json.py\n+++ b/pkg/json.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
-          "diff --git a/tests/test_new.py b/tests/test_new.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/test_new.py\n"
+          "diff --git a/tests/test_new.py b/tests/test_new.py\nnew file mode 100644\n--- /dev/null\n"
+          "+++ b/tests/test_new.py\n"
           "@@ -0,0 +1 @@\n+import pytest\n")
     assert classify_patch(ok, {"tests/test_old.py"}, {"pkg/__init__.py", "pkg/json.py"}) == {}
     bad = ("diff --git a/json.py b/json.py\nnew file mode 100644\n--- /dev/null\n+++ b/json.py\n@@ -0,0 +1 @@\n+x = 1\n"
-           "diff --git a/src/lib.py b/src/lib.py\n--- a/src/lib.py\n+++ b/src/lib.py\n@@ -1 +1,2 @@\n x = 1\n+import atexit\n"
-           "diff --git a/link b/link\nnew file mode 120000\n--- /dev/null\n+++ b/link\n@@ -0,0 +1 @@\n+../../etc/passwd\n"
+           "diff --git a/src/lib.py b/src/lib.py\n--- a/src/lib.py\n+++ b/src/lib.py\n@@ -1 +1,2 @@\n x = 1\n"
+           "+import atexit\n"
+           "diff --git a/link b/link\nnew file mode 120000\n--- /dev/null\n+++ b/link\n@@ -0,0 +1 @@\n"
+           "+../../etc/passwd\n"
            "\\ No newline at end of file\n"
-           "diff --git a/tests/test_old.py b/tests/test_old.py\ndeleted file mode 100644\n--- a/tests/test_old.py\n+++ /dev/null\n"
+           "diff --git a/tests/test_old.py b/tests/test_old.py\ndeleted file mode 100644\n--- a/tests/test_old.py\n"
+           "+++ /dev/null\n"
            "@@ -1 +0,0 @@\n-def test(): pass\n"
            "diff --git a/setup.cfg b/setup.cfg\n--- a/setup.cfg\n+++ b/setup.cfg\n@@ -1 +1,2 @@\n [metadata]\n+x = 1\n")
     flags = classify_patch(bad, {"tests/test_old.py"}, {"src/lib.py", "tests/test_old.py", "setup.cfg"})

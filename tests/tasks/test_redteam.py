@@ -34,7 +34,8 @@ HACK_TASKS = ["clamp", "sum_list"]
 
 if shutil.which("bwrap") is None:
     if os.environ.get("CI") == "true":
-        raise RuntimeError("bubblewrap missing: the red-team suite needs the local sandbox backend (bash setup.sh system)")
+        raise RuntimeError("bubblewrap missing: the red-team suite needs the local sandbox backend (bash setup.sh "
+                           "system)")
     pytest.skip("bubblewrap missing (bash setup.sh system)", allow_module_level=True)
 
 @pytest.fixture(scope="module")

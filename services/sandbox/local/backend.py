@@ -144,7 +144,8 @@ class LocalBackend(Backend):
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise SandboxError(f"another sandbox worker named {self.worker_name!r} is running on this state dir") from None
+            raise SandboxError(f"another sandbox worker named {self.worker_name!r} is running on this state "
+                               "dir") from None
         if self.use_cgroups:
             self.cgroup_support = cgroups.detect(self.cgroup_parent)
             self.use_cgroups = self.cgroup_support.usable
