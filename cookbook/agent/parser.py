@@ -16,10 +16,6 @@ class ToolCall:
     arguments: dict[str, Any] = field(default_factory=dict)
     id: str = ""
 
-    def to_openai(self) -> dict[str, Any]:
-        return {"id": self.id, "type": "function",
-                "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False)}}
-
 
 def parse_tool_calls(text: str, known: set[str] | None = None,
                      max_arg_chars: int = 100_000) -> tuple[str, list[ToolCall], list[str]]:

@@ -1,5 +1,5 @@
 """Well-known locations inside a checkout. Everything a user touches lives under the repo
-root unless a config file says otherwise (see docs/paths-and-ports.md)."""
+root unless a config file says otherwise (README "Ports, paths, keys")."""
 
 from __future__ import annotations
 

@@ -334,10 +334,6 @@ class SandboxManager:
             self._pool_tasks.add(t)
             t.add_done_callback(self._pool_tasks.discard)
 
-    async def prewarm(self, image: str | None = None, base_dir: str | None = None) -> None:
-        spec = SandboxSpec(image=image, base_dir=self.resolve_base(image, base_dir), limits=self.default_limits)
-        self._refill(self._pool_key(spec), spec)
-
     def pool_size(self) -> int:
         return sum(len(v) for v in self._pool.values())
 

@@ -282,10 +282,3 @@ async def prepare_tasks(tasks: list[Task], out_dir: Path, *, validate: bool = Fa
     log(f"{len(tasks)} task(s): {counts['built']} built, {counts['cached']} cached, "
         f"{counts['validated']} validated, {counts['excluded']} excluded -> {out_dir / 'manifest.json'}")
     return manifest
-
-
-def usable_tasks(manifest: dict[str, Any], dataset: str | None = None) -> list[dict[str, Any]]:
-    """Manifest entries that were built (and, when validated, passed)."""
-    return [e for e in manifest["tasks"].values()
-            if not e.get("excluded") and e.get("base") and (dataset is None or e.get("dataset") == dataset)]
-

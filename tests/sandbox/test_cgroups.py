@@ -105,7 +105,7 @@ def test_unified_host_enforces_memory_pids_cpu_and_kill(fake):
     cg.unit("cmd2")
     cg.kill_unit("cmd1")
     assert fs.killed == ["cmd1"] and not (sb / "cmd1").exists()
-    cg.apply(Limits(memory_mb=512, pids=32, cpus=0.5))  # update_limits
+    cg.apply(Limits(memory_mb=512, pids=32, cpus=0.5))  # new limits on a live group
     assert (sb / "memory.max").read_text() == str(512 * 1024 * 1024) and (sb / "cpu.max").read_text() == "50000 100000"
     cg.destroy()
     assert "cmd2" in fs.killed and "sb1" in fs.killed and not sb.exists()

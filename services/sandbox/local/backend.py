@@ -254,14 +254,6 @@ class LocalBackend(Backend):
             out.append((src, dst))
         return out
 
-    async def update_limits(self, sandbox_id: str, limits: Limits) -> None:
-        sb = self._get(sandbox_id)
-        if sb.cgroups:
-            sb.cgroups.apply(limits)
-        if limits.disk_mb != sb.limits.disk_mb:
-            sb.workspace.resize(limits.disk_mb)
-        sb.limits = limits
-
     async def destroy(self, sandbox_id: str) -> None:
         sb = self.sandboxes.get(sandbox_id)
         if sb is None:

@@ -242,10 +242,6 @@ class Workspace:
             namespace.umount(str(self.scratch))
             raise
 
-    def resize(self, disk_mb: int) -> None:
-        namespace.mount("lts-sandbox", str(self.scratch), "tmpfs",
-                        namespace.MS_REMOUNT | namespace.MS_NOSUID | namespace.MS_NODEV, f"size={disk_mb}m")
-
     def unmount(self) -> None:
         namespace.umount(str(self.merged))
         namespace.umount(str(self.scratch))
