@@ -38,9 +38,9 @@ from tqdm import tqdm
 from services.common.sandbox_api import Sandbox
 from services.sandbox.docker_images import SCRUB_VERSION, docker_client, task_image
 
-from .config import resolve_env
 from .hostsandbox import host_sandbox_factory
 from .task import Task, TaskError, combined_hash
+from .task_toml import resolve_env
 from .verifier import verify
 from .workspace import build_base, changed_blobs, check_history
 

@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .config import SCHEMA_VERSION
+from .task_toml import SCHEMA_VERSION
 
 GRADER_SOURCE = Path(__file__).with_name("grading.py")
 

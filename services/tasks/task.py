@@ -3,7 +3,7 @@
 A task directory (Harbor format)::
 
     instruction.md            prompt for the agent
-    task.toml                 TaskConfig (services.tasks.config)
+    task.toml                 TaskConfig (services.tasks.task_toml)
     environment/              the workspace source, one of:
                               * environment/repo/ (a snapshot of the repository at the base commit)
                                 or environment/repo.json ({"git": "<local checkout>", "commit": "<sha>"}):
@@ -30,8 +30,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .config import TaskConfig, unknown_keys
 from .hacks import grading_policy
+from .task_toml import TaskConfig, unknown_keys
 
 
 class TaskError(ValueError):

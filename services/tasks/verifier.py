@@ -33,9 +33,9 @@ from typing import Any
 
 from services.common.sandbox_api import Sandbox
 
-from .config import resolve_env
 from .hacks import grading_policy, zeroing
 from .task import Task
+from .task_toml import resolve_env
 
 VERIFIER_DIR = "/logs/verifier"
 TESTS_DIR = "/tests"
