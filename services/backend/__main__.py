@@ -20,11 +20,15 @@ from services.common.logs import setup_logging
 
 from .app import create_app
 from .paths import repo_path
-from .ray_runtime import RayRuntime
 from .runtime import Runtime
 from .scheduler import Scheduler
 from .state import BackendState
 from .store import Store
+
+
+def _gb(value: float | str | None) -> int | None:
+    """A size in GB from the config as bytes (None: unbounded)."""
+    return None if value is None else int(float(value) * 2**30)
 
 
 def build(cfg: dict, state_dir: Path):
@@ -36,20 +40,24 @@ def build(cfg: dict, state_dir: Path):
         raise SystemExit("runtime.models is empty: configure at least one base model (python configure.py)")
     for m in models:
         if not Path(m["path"]).exists():
-            raise SystemExit(f"model directory {m['path']} for {m['name']} does not exist (bash setup.sh runtime creates the tiny default)")
+            raise SystemExit(f"model directory {m['path']} for {m['name']} does not exist (bash setup.sh runtime "
+                             "creates the tiny default)")
     ckdir = state_dir / "checkpoints"
     store = Store(state_dir / "backend.sqlite3")
 
     runtime_cls = Runtime
     if rcfg.get("ray"):  # engine.ray: trainer ranks and sampler replicas as Ray actors (docs/ray.md)
+        from .ray_runtime import RayRuntime  # noqa: PLC0415 (importing ray costs ~2 s of every backend's start)
+
         runtime_cls = partial(RayRuntime, ray_cfg=rcfg["ray"])
 
     def factory():
         return runtime_cls(models, ckdir, device=rcfg.get("device", "cpu"), dtype=rcfg.get("dtype", "float32"),
-                       threads=rcfg.get("threads"), max_tokens_per_microbatch=int(rcfg.get("max_tokens_per_microbatch", 8192)),
+                       threads=rcfg.get("threads"),
+                       max_tokens_per_microbatch=int(rcfg.get("max_tokens_per_microbatch", 8192)),
                        max_sampler_snapshots=int(rcfg.get("max_sampler_snapshots", 16)),
-                       max_sampler_bytes=None if rcfg.get("max_sampler_gb") is None else int(float(rcfg["max_sampler_gb"]) * 2**30),
-                       max_spill_bytes=None if rcfg.get("max_spill_gb", 8) is None else int(float(rcfg.get("max_spill_gb", 8)) * 2**30),
+                       max_sampler_bytes=_gb(rcfg.get("max_sampler_gb")),
+                       max_spill_bytes=_gb(rcfg.get("max_spill_gb", 8)),
                        max_batch_sequences=int(rcfg.get("max_batch_sequences", 256)),
                        sampler=rcfg.get("sampler", "auto"), sampler_options=rcfg.get("sampler_options"),
                        gradient_checkpointing=bool(rcfg.get("gradient_checkpointing", False)),
@@ -69,8 +77,10 @@ def build(cfg: dict, state_dir: Path):
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m services.backend",
-                                 description="Tinker-compatible training/sampling backend (official tinker SDK 0.38 drives it).")
-    ap.add_argument("--config", default=None, help="runtime config (default: config/runtime.yaml, else templates/runtime.yaml)")
+                                 description="Tinker-compatible training/sampling backend (official tinker SDK 0.38 "
+                                             "drives it).")
+    ap.add_argument("--config", default=None,
+                    help="runtime config (default: config/runtime.yaml, else templates/runtime.yaml)")
     ap.add_argument("--host", default=None, help="bind address (default from config: 127.0.0.1)")
     ap.add_argument("--port", type=int, default=None, help="port (default from config: 19210)")
     ap.add_argument("--state-dir", default=None, help="database + checkpoints directory (default: state/backend)")
@@ -88,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     port = args.port or int(b.get("port", 19210))
     state_dir = repo_path(args.state_dir or b.get("state_dir", "state/backend"))
     log_file = repo_path(args.log_file or b.get("log_file", "state/logs/backend.log"))
-    keys = args.api_key or b.get("api_keys") or ([os.environ["TINKER_API_KEY"]] if os.environ.get("TINKER_API_KEY") else [])
+    env_key = [os.environ["TINKER_API_KEY"]] if os.environ.get("TINKER_API_KEY") else []
+    keys = args.api_key or b.get("api_keys") or env_key
     if not keys:
         print("error: no API key configured: set backend.api_keys in config/runtime.yaml, pass --api-key, or export "
               "TINKER_API_KEY (keys must start with 'tml-')", file=sys.stderr)

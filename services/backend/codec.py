@@ -54,7 +54,8 @@ def _tensor(name: str, t: pb.Tensor) -> np.ndarray:
                 raise BadRequest(f"loss_fn_inputs[{name!r}]: shape {shape} does not match {arr.size} values")
             arr = arr.reshape(shape)
     if arr.ndim != 1:
-        raise BadRequest(f"loss_fn_inputs[{name!r}]: only 1-D per-token tensors are supported, got shape {list(arr.shape)}")
+        raise BadRequest(f"loss_fn_inputs[{name!r}]: only 1-D per-token tensors are supported, got shape "
+                         f"{list(arr.shape)}")
     return arr
 
 

@@ -9,7 +9,8 @@ checkpoint) or a checkpoint directory itself. The result is one of:
 
 * merged (default): ``config.json`` + ``model.safetensors`` + tokenizer + chat template; LoRA is folded
   into the base weights (a LoRA on ``lm_head`` unties it from the input embedding, as the backend's
-  sampler does). Loads with ``AutoModelForCausalLM.from_pretrained(DIR)`` (the standard layout ``vllm serve DIR`` reads).
+  sampler does). Loads with ``AutoModelForCausalLM.from_pretrained(DIR)`` (the standard layout
+  ``vllm serve DIR`` reads).
 * ``--adapter`` (LoRA checkpoints only): a PEFT adapter directory (``adapter_config.json`` +
   ``adapter_model.safetensors``) + tokenizer; ``base_model_name_or_path`` is the base model's
   directory on this machine. Loads with ``PeftModel.from_pretrained(base, DIR)``.
@@ -37,8 +38,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from services.common.config import load_config
 
 from . import checkpoints
-from .paths import repo_path
 from .errors import BadRequest
+from .paths import repo_path
 
 EXPORT_META = "local_tinker_export.json"
 
@@ -83,7 +84,8 @@ def export_checkpoint(ck: Path, out: Path, base_path: str, adapter: bool = False
             if base_gen.exists():
                 shutil.copyfile(base_gen, tmp / "generation_config.json")
         info = {"source": source or str(ck), "base_model": tc["base_model"], "base_model_path": str(base_path),
-                "format": "peft_adapter" if adapter else "merged", "dtype": None if adapter else dtype, "lora_rank": tc["rank"] or None,
+                "format": "peft_adapter" if adapter else "merged", "dtype": None if adapter else dtype,
+                "lora_rank": tc["rank"] or None,
                 "steps": meta.get("steps"), "exported": time.time()}
         (tmp / EXPORT_META).write_text(json.dumps(info, indent=1))
         if out.exists():
@@ -143,11 +145,14 @@ def main(argv: list[str] | None = None) -> int:
                                  epilog="Reads checkpoints from disk: the backend need not be running.")
     ap.add_argument("checkpoint", help="tinker://<model_id>/weights/<name>, a run directory, or a checkpoint directory")
     ap.add_argument("--out", required=True, help="output directory (created; must not exist or be empty)")
-    ap.add_argument("--adapter", action="store_true", help="write a PEFT adapter directory instead of merged weights (LoRA only)")
+    ap.add_argument("--adapter", action="store_true",
+                    help="write a PEFT adapter directory instead of merged weights (LoRA only)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                     help="dtype of the merged weights (default float32; bfloat16 halves the size for vLLM)")
-    ap.add_argument("--config", default=None, help="runtime config (default: config/runtime.yaml, else templates/runtime.yaml)")
-    ap.add_argument("--state-dir", default=None, help="backend state directory (default: backend.state_dir of the config)")
+    ap.add_argument("--config", default=None,
+                    help="runtime config (default: config/runtime.yaml, else templates/runtime.yaml)")
+    ap.add_argument("--state-dir", default=None,
+                    help="backend state directory (default: backend.state_dir of the config)")
     args = ap.parse_args(argv)
 
     cfg = load_config("runtime", args.config)
@@ -158,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         base = checkpoints.train_config(ck)["base_model"]
         if base not in bases:
             raise ExportError(f"base model {base!r} of {source} is not in the runtime config "
-                              f"(configured: {', '.join(bases) or 'none'}); pass --config with the config it was trained under")
+                              f"(configured: {', '.join(bases) or 'none'}); pass --config with the config it was "
+                              "trained under")
         print(f"[export] {source} -> {args.out} ({'PEFT adapter' if args.adapter else 'merged weights'}, base {base})",
               file=sys.stderr)
         info = export_checkpoint(ck, Path(args.out), bases[base], args.adapter, source, args.dtype)

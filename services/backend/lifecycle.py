@@ -18,7 +18,8 @@ from typing import Any
 
 log = logging.getLogger("backend.lifecycle")
 
-DEFAULTS = {"session_timeout_s": 300.0, "future_ttl_s": 600.0, "unretrieved_future_ttl_s": 86400.0, "reap_every_s": 30.0}
+DEFAULTS = {"session_timeout_s": 300.0, "future_ttl_s": 600.0, "unretrieved_future_ttl_s": 86400.0,
+            "reap_every_s": 30.0}
 
 
 def settings(cfg: dict[str, Any]) -> dict[str, float]:

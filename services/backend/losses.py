@@ -11,8 +11,6 @@ from typing import Callable
 
 import torch
 
-from .errors import BadRequest
-
 Inputs = dict[str, torch.Tensor]
 LossFn = Callable[[torch.Tensor, Inputs, dict[str, float]], torch.Tensor]
 
@@ -55,28 +53,6 @@ LOSSES: dict[str, tuple[LossFn, tuple[str, ...], dict[str, float]]] = {
 
 
 def loss(loss_fn: str, config: dict[str, float] | None) -> tuple[LossFn, dict[str, float]]:
-    """(fn, config with the defaults filled in) of a loss ``resolve`` accepted (the runtime's look-up)."""
+    """(fn, config with the defaults filled in) of a loss the API accepted (wire.loss_config checks them)."""
     fn, _, defaults = LOSSES[loss_fn]
     return fn, {**defaults, **(config or {})}
-
-
-def resolve(loss_fn: str, config: dict[str, float] | None) -> tuple[LossFn, tuple[str, ...], dict[str, float]]:
-    """Validate a loss name + config (the API edge); return (fn, required inputs, full config)."""
-    if loss_fn == "stable_reinforce":
-        raise BadRequest(f"loss_fn 'stable_reinforce' is not supported by this backend (Tinker's math for it is not "
-                         f"public); supported: {', '.join(LOSSES)}. tinker-cookbook's async RL loop takes "
-                         "loss_fn='importance_sampling' (its synchronous default) or 'ppo'/'cispo'")
-    if loss_fn not in LOSSES:
-        raise BadRequest(f"unsupported loss_fn {loss_fn!r}; supported: {', '.join(LOSSES)}")
-    fn, required, defaults = LOSSES[loss_fn]
-    cfg = dict(defaults)
-    for k, v in (config or {}).items():
-        if k not in defaults:
-            allowed = ", ".join(defaults) or "none"
-            raise BadRequest(f"unknown loss_fn_config key {k!r} for {loss_fn} (allowed: {allowed})")
-        if not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
-            raise BadRequest(f"loss_fn_config[{k!r}] must be a finite number, got {v!r}")
-        cfg[k] = float(v)
-    if loss_fn in ("ppo", "cispo") and cfg["clip_low_threshold"] > cfg["clip_high_threshold"]:
-        raise BadRequest("clip_low_threshold must be <= clip_high_threshold")
-    return fn, required, cfg

@@ -173,8 +173,8 @@ class BaseModel:
     def forward_module(self, adapter: str | None):
         """Return a callable module computing logits with the given adapter (None = base)."""
         if adapter is None:
-            if self.peft is None:
-                return self.hf, None
+            if self.peft is None or not self.peft.peft_config:  # no adapter left: peft's disable_adapter would
+                return self.hf, None                              # look up the deleted active one (KeyError)
             return self.peft, self.peft.disable_adapter
         self.activate(adapter)
         return self.peft, None

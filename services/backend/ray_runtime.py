@@ -37,8 +37,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import ray
+import torch
+import torch.distributed as dist
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from transformers import AutoModelForCausalLM
+
 from .codec import FwdBwdRequest
-from .errors import BadRequest, NotFound, ServerFault, TinkerError
+from .errors import NotFound, ServerFault, TinkerError
 from .models import SamplerWeights
 from .runtime import Runtime
 from .runtime_api import ModelInfo, Poll, RuntimeAPI, TrainConfig
@@ -70,13 +79,10 @@ class TrainerRank:
         with socket.socket() as s:
             s.bind(("", 0))
             port = s.getsockname()[1]
-        import ray
 
         return ray.util.get_node_ip_address(), port
 
     def init_group(self, host: str, port: int) -> None:
-        import torch.distributed as dist
-
         backend = "nccl" if self.rt.device.startswith("cuda") else "gloo"
         dist.init_process_group(backend, init_method=f"tcp://{host}:{port}", rank=self.rank, world_size=self.world)
 
@@ -90,9 +96,6 @@ class TrainerRank:
         fresh = model_id not in self.rt.trainables
         tm = self.rt.create_model(model_id, cfg)
         if fresh and self.world > 1:
-            import torch
-            from torch.distributed.optim import ZeroRedundancyOptimizer
-
             g = tm.optimizer.param_groups[0]
             tm.optimizer = ZeroRedundancyOptimizer(tm.params, optimizer_class=torch.optim.AdamW, lr=g["lr"],
                                                    betas=g["betas"], eps=g["eps"], weight_decay=g["weight_decay"],
@@ -110,10 +113,6 @@ class TrainerRank:
     def optim_step(self, model_id: str, adam: dict[str, float]) -> dict[str, float]:
         tm = self.rt.trainable(model_id)
         if self.world > 1:
-            import torch
-            import torch.distributed as dist
-            from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
-
             grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in tm.params]
             flat = _flatten_dense_tensors(grads)
             dist.all_reduce(flat, op=dist.ReduceOp.SUM)
@@ -169,7 +168,6 @@ class SamplerReplica:
         if source[0] == "ckpt":
             self.rt.sampler_from_checkpoint(key, Path(source[1]))
             return
-        import ray
 
         cfg_json, state = ray.get(source[1][0])
         cfg = TrainConfig(**cfg_json)
@@ -182,8 +180,6 @@ class SamplerReplica:
                 p.requires_grad_(False)
             sw = SamplerWeights(key, base.name, adapter=adapter, config=cfg)
         else:
-            from transformers import AutoModelForCausalLM
-
             mod = AutoModelForCausalLM.from_pretrained(base.path, dtype=self.rt.dtype).to(base.device).eval()
             mod.load_state_dict(state, strict=False)
             for p in mod.parameters():
@@ -191,7 +187,8 @@ class SamplerReplica:
             sw = SamplerWeights(key, base.name, module=mod, config=cfg)
         self.rt._register_sampler(sw)
 
-    def sample(self, base_model: str, key: str | None, source: tuple | None, specs: list[SampleSpec]) -> list[SampleResult]:
+    def sample(self, base_model: str, key: str | None, source: tuple | None,
+               specs: list[SampleSpec]) -> list[SampleResult]:
         if key is not None and not self.rt.has_sampler(key):
             self.install(key, source)  # evicted here, or this replica was restarted
         return self.rt.sample(base_model, key, specs)
@@ -207,14 +204,6 @@ class RayRuntime(RuntimeAPI):
     """The runtime interface over Ray actors (see the module docstring). Runs on the scheduler thread."""
 
     def __init__(self, models: list[dict[str, Any]], checkpoint_dir: Path, ray_cfg: dict[str, Any], **rt_kwargs):
-        try:
-            import ray
-        except ImportError as e:
-            raise RuntimeError("engine.ray is set but ray is not installed in this environment "
-                               "(pip install -r requirements/runtime.txt)") from e
-        from ray.util.placement_group import placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
         self.ray = ray
         self.checkpoint_dir = Path(checkpoint_dir)
         self.device = rt_kwargs.get("device", "cpu")
@@ -241,7 +230,8 @@ class RayRuntime(RuntimeAPI):
             init["num_cpus"] = int(ray_cfg["num_cpus"])
         t0 = time.time()
         self._start_cluster(init)
-        log.info("ray %s: %s cluster at %s, resources %s", ray.__version__, "private" if self._own_cluster else "joined",
+        log.info("ray %s: %s cluster at %s, resources %s", ray.__version__,
+                 "private" if self._own_cluster else "joined",
                  ray.get_runtime_context().gcs_address, ray.cluster_resources())
 
         def opts(r: dict) -> dict:
@@ -311,11 +301,6 @@ class RayRuntime(RuntimeAPI):
     def _all(self, method: str, *args) -> list[Any]:
         return self._get([getattr(t, method).remote(*args) for t in self.trainers])
 
-    def base(self, name: str) -> BaseStub:
-        if name not in self.bases:
-            raise BadRequest(f"unknown base model {name!r}; this backend serves: {', '.join(self.bases)}")
-        return self.bases[name]
-
     def trainable(self, model_id: str) -> TrainConfig:
         if model_id not in self.trainables:
             raise NotFound(f"training model {model_id!r} is not loaded (unknown id, or the backend restarted: "
@@ -342,7 +327,7 @@ class RayRuntime(RuntimeAPI):
         results: list[Any] = [None] * len(req.data)
         metrics: dict[str, float] = {}
         weights = [m.get("num_tokens:sum", 0.0) for _, m in outs]
-        for (idx, _), (res, m) in zip(calls, outs):
+        for (idx, _), (res, _) in zip(calls, outs):
             for i, r in zip(idx, res):
                 results[i] = r
         for k in {k for _, m in outs for k in m}:
@@ -471,7 +456,6 @@ class RayRuntime(RuntimeAPI):
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Stop the actors; a private cluster is shut down with them (no raylet is left behind)."""
-        from ray.util.placement_group import remove_placement_group
 
         for a in self.trainers + self.samplers:
             self.ray.kill(a, no_restart=True)

@@ -33,7 +33,7 @@ from transformers import AutoModelForCausalLM
 
 from . import checkpoint_io, losses, sampler
 from .codec import FwdBwdRequest
-from .errors import BadRequest, NotFound
+from .errors import NotFound
 from .gpu import train_kernels
 from .gpu.glue import StaticSampling, wanted
 from .logprobs import microbatch_loss, microbatches
@@ -91,11 +91,6 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
                 enable_grad_ckpt(b.hf)
 
     # ------------------------------------------------------------------ helpers
-    def base(self, name: str) -> BaseModel:
-        if name not in self.bases:
-            raise BadRequest(f"unknown base model {name!r}; this backend serves: {', '.join(self.bases)}")
-        return self.bases[name]
-
     def trainable(self, model_id: str) -> TrainableModel:
         tm = self.trainables.get(model_id)
         if tm is None:

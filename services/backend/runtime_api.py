@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .codec import FwdBwdRequest
+from .errors import BadRequest
 from .sampler import SampleResult, SampleSpec
 
 # (spec, callback) pairs that join a running decode loop (continuous batching, Runtime.sample)
@@ -65,9 +66,11 @@ class RuntimeAPI(ABC):
     bases: Mapping[str, BaseInfo]    # served base models by name
     trainables: Mapping[str, Any]    # loaded training models by model id
 
-    @abstractmethod
-    def base(self, name: str) -> BaseInfo:
+    def base(self, name: str) -> Any:
         """The base model ``name``; BadRequest naming the served ones otherwise."""
+        if name not in self.bases:
+            raise BadRequest(f"unknown base model {name!r}; this backend serves: {', '.join(self.bases)}")
+        return self.bases[name]
 
     @abstractmethod
     def create_model(self, model_id: str, cfg: TrainConfig) -> Any:

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+from transformers import DynamicCache
 
 
 @dataclass
@@ -65,7 +66,8 @@ class _Row:
     done: str | None = None
 
 
-def generate(module, tokenizer, specs: list[SampleSpec], device: torch.device, max_rows: int = 256) -> list[SampleResult]:
+def generate(module, tokenizer, specs: list[SampleSpec], device: torch.device,
+             max_rows: int = 256) -> list[SampleResult]:
     results = [SampleResult(sequences=[]) for _ in specs]
     # Split into waves of at most max_rows sampled sequences (bounded memory).
     # A wave that yielded (``should_yield``) leaves the later waves' rows preempted, unstarted.
@@ -100,8 +102,6 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
         uniq.setdefault(tuple(specs[i].prompt), len(uniq))
     prompts = list(uniq)
     need_all_logits = any(specs[i].prompt_logprobs or specs[i].topk_prompt_logprobs for i in idxs)
-    from transformers import DynamicCache
-
     cache = DynamicCache()
     # A prefix every prompt shares (an agent's system prompt and tool schemas) is prefilled once and
     # its KV rows broadcast; the rest of each prompt is left-padded after it, padding masked out.
@@ -221,7 +221,7 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
         cur_logits = out.logits[:, -1, :].float()
         next_pos = next_pos + 1
 
-    for j, row in enumerate(rows):
+    for row in rows:
         res = results[row.spec_idx]
         if row.done is None and yielded:
             res.resume[len(res.sequences)] = row.gen

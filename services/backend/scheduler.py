@@ -296,7 +296,8 @@ class Scheduler:
             return True
         now = time.time()
         for mid, q in self._train.items():
-            if q and (min(q) <= self._last_seq.get(mid, 0) + 1 or now - min(j.submitted for j in q.values()) > self.gap_timeout_s):
+            if q and (min(q) <= self._last_seq.get(mid, 0) + 1
+                      or now - min(j.submitted for j in q.values()) > self.gap_timeout_s):
                 return True
         return False
 
@@ -470,7 +471,8 @@ class Scheduler:
         tokens, lps, _ = seq
         return dataclasses.replace(spec, prompt=list(spec.prompt) + list(tokens), num_samples=1, row_offset=row,
                                    prefix=(list(tokens), list(lps)), resume_gen=gen, prompt_logprobs=False,
-                                   topk_prompt_logprobs=0, prompt_logprobs_last_n=None, should_yield=self._yield_check())
+                                   topk_prompt_logprobs=0, prompt_logprobs_last_n=None,
+                                   should_yield=self._yield_check())
 
     def _yield_check(self):
         """``should_yield`` for chunks: a small request is waiting (local sampler only; the static

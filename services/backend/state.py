@@ -64,7 +64,12 @@ class BackendState:
         if model_id not in self.runtime.trainables:
             raise NotFound(f"model {model_id!r} is not loaded (the backend restarted or its session ended): create a "
                            "training client from a saved checkpoint to continue")
-        return row, self.runtime.base(row["base_model"]).info
+        return row, self.base_info(row["base_model"])
+
+    def base_info(self, name: str) -> ModelInfo:
+        """The served base model's facts (read from the runtime's table: no call into the runtime)."""
+        base = self.runtime.bases.get(name)
+        return base.info if base is not None else self.runtime.base(name).info  # the latter raises the 400
 
     def session_row(self, session_id: str) -> dict:
         """The caller's session (404 if unknown or another tenant's)."""

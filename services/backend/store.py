@@ -80,10 +80,12 @@ class Store:
         self._exec("UPDATE sessions SET finished=? WHERE session_id=? AND finished IS NULL", (reason, session_id))
 
     # ---- models and samplers
-    def add_model(self, model_id: str, session_id: str, base_model: str, train_config: dict, user_metadata: dict | None) -> None:
+    def add_model(self, model_id: str, session_id: str, base_model: str, train_config: dict,
+                  user_metadata: dict | None) -> None:
         now = time.time()
         self._exec("INSERT OR REPLACE INTO models VALUES (?,?,?,?,?,?,?)",
-                   (model_id, session_id, base_model, json.dumps(train_config), json.dumps(user_metadata or {}), now, now))
+                   (model_id, session_id, base_model, json.dumps(train_config), json.dumps(user_metadata or {}),
+                    now, now))
 
     def model(self, model_id: str) -> dict[str, Any] | None:
         row = self._one("SELECT * FROM models WHERE model_id=?", (model_id,))
@@ -100,7 +102,8 @@ class Store:
     def touch_model(self, model_id: str) -> None:
         self._exec("UPDATE models SET last_request=? WHERE model_id=?", (time.time(), model_id))
 
-    def add_sampler(self, sampler_id: str, session_id: str, base_model: str, model_path: str | None, weights_key: str | None) -> None:
+    def add_sampler(self, sampler_id: str, session_id: str, base_model: str, model_path: str | None,
+                    weights_key: str | None) -> None:
         self._exec("INSERT OR REPLACE INTO samplers VALUES (?,?,?,?,?,?)",
                    (sampler_id, session_id, base_model, model_path, weights_key, time.time()))
 
@@ -114,13 +117,15 @@ class Store:
         return [r["sampler_id"] for r in self._all("SELECT sampler_id FROM samplers WHERE session_id=?", (session_id,))]
 
     # ---- futures
-    def new_future(self, kind: str, model_id: str | None = None, seq_id: int | None = None, req_hash: str | None = None) -> str:
+    def new_future(self, kind: str, model_id: str | None = None, seq_id: int | None = None,
+                   req_hash: str | None = None) -> str:
         cur = self._exec("INSERT INTO futures (kind, model_id, seq_id, req_hash, status, created) VALUES (?,?,?,?,?,?)",
                          (kind, model_id, seq_id, req_hash, "pending", time.time()))
         return str(cur.lastrowid)
 
     def find_duplicate(self, model_id: str, seq_id: int) -> dict[str, Any] | None:
-        return self._one("SELECT request_id, req_hash, kind FROM futures WHERE model_id=? AND seq_id=?", (model_id, seq_id))
+        return self._one("SELECT request_id, req_hash, kind FROM futures WHERE model_id=? AND seq_id=?",
+                         (model_id, seq_id))
 
     def complete(self, request_id: str, content_type: str, result: bytes) -> None:
         self._exec("UPDATE futures SET status='done', content_type=?, result=?, finished=? WHERE request_id=?",
@@ -147,7 +152,8 @@ class Store:
         """Mark 'expired' the open sessions without a heartbeat for ``max_silence_s``; their ids."""
         cutoff = time.time() - max_silence_s
         with self._lock:
-            ids = [r[0] for r in self.db.execute("SELECT session_id FROM sessions WHERE finished IS NULL AND last_heartbeat < ?",
+            ids = [r[0] for r in self.db.execute("SELECT session_id FROM sessions WHERE finished IS NULL "
+                                                 "AND last_heartbeat < ?",
                                                  (cutoff,))]
             self.db.executemany("UPDATE sessions SET finished='expired' WHERE session_id=? AND finished IS NULL",
                                 [(i,) for i in ids])
@@ -156,12 +162,14 @@ class Store:
     def session_holdings(self, session_id: str) -> tuple[list[str], list[str]]:
         """The session's training model ids and the weights keys of its sampling sessions."""
         models = self.session_model_ids(session_id)
-        keys = [r["weights_key"] for r in self._all("SELECT weights_key FROM samplers WHERE session_id=? AND weights_key IS NOT NULL",
+        keys = [r["weights_key"] for r in self._all("SELECT weights_key FROM samplers WHERE session_id=? "
+                                                    "AND weights_key IS NOT NULL",
                                                     (session_id,))]
         return models, keys
 
     def mark_retrieved(self, request_id: str) -> None:
-        self._exec("UPDATE futures SET retrieved=? WHERE request_id=? AND retrieved IS NULL", (time.time(), int(request_id)))
+        self._exec("UPDATE futures SET retrieved=? WHERE request_id=? AND retrieved IS NULL",
+                   (time.time(), int(request_id)))
 
     def purge_futures(self, retrieved_ttl_s: float, unretrieved_ttl_s: float) -> int:
         """Delete finished futures retrieved more than ``retrieved_ttl_s`` ago, or never retrieved and

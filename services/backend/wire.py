@@ -264,7 +264,7 @@ def forward_backward(raw: bytes, content_type: str, content_encoding: str, limit
     req = codec.decode_forward_backward(raw)
     info = info_of(req.model_id)
     check_batch_tokens(sum(len(d.tokens) for d in req.data), limits)
-    _, required, req.loss_fn_config = losses.resolve(req.loss_fn, req.loss_fn_config)
+    required, req.loss_fn_config = loss_config(req.loss_fn, req.loss_fn_config)
     if not req.data:
         raise BadRequest("forward_backward needs at least one datum")
     for i, d in enumerate(req.data):
@@ -287,6 +287,29 @@ def forward_backward(raw: bytes, content_type: str, content_encoding: str, limit
             if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
                 raise BadRequest(f"datum {i}: loss_fn_inputs[{name!r}] contains non-finite values")
     return req
+
+
+def loss_config(loss_fn: str, config: dict[str, float] | None) -> tuple[tuple[str, ...], dict[str, float]]:
+    """A loss name + config checked against losses.LOSSES: (required inputs, full config)."""
+    names = ", ".join(losses.LOSSES)
+    if loss_fn == "stable_reinforce":
+        raise BadRequest(f"loss_fn 'stable_reinforce' is not supported by this backend (Tinker's math for it is not "
+                         f"public); supported: {names}. tinker-cookbook's async RL loop takes "
+                         "loss_fn='importance_sampling' (its synchronous default) or 'ppo'/'cispo'")
+    if loss_fn not in losses.LOSSES:
+        raise BadRequest(f"unsupported loss_fn {loss_fn!r}; supported: {names}")
+    _, required, defaults = losses.LOSSES[loss_fn]
+    cfg = dict(defaults)
+    for k, v in (config or {}).items():
+        if k not in defaults:
+            allowed = ", ".join(defaults) or "none"
+            raise BadRequest(f"unknown loss_fn_config key {k!r} for {loss_fn} (allowed: {allowed})")
+        if not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+            raise BadRequest(f"loss_fn_config[{k!r}] must be a finite number, got {v!r}")
+        cfg[k] = float(v)
+    if loss_fn in ("ppo", "cispo") and cfg["clip_low_threshold"] > cfg["clip_high_threshold"]:
+        raise BadRequest("clip_low_threshold must be <= clip_high_threshold")
+    return required, cfg
 
 
 def _check_ids(ids: np.ndarray, info: ModelInfo, what: str) -> None:

@@ -39,7 +39,8 @@ def grads(m, lps, active) -> dict[str, torch.Tensor]:
 def main(model_dir: str) -> None:
     torch.manual_seed(0)
     m = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    m = get_peft_model(m, LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj", "lm_head"], init_lora_weights=False))
+    lora = LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj", "lm_head"], init_lora_weights=False)
+    m = get_peft_model(m, lora)
     rng = np.random.default_rng(0)
     for prefix in (0, 40):  # no shared prefix; a 40-token one (>= sampler.MIN_SHARED_PREFIX)
         inputs, targets, active = batch(prefix, 5, rng)
