@@ -19,6 +19,7 @@ from services.tasks.task import Task, load_dataset
 
 from .agent.chat_format import tool_call_text
 from .agent.scripted import gold_turns
+from .modelservice.rock_pull import RockPullMiniSweAgent
 from .rollout import AgentConfig, Rollouts
 from .runs import Endpoints
 
@@ -86,6 +87,7 @@ def sandbox_factory(ep: Endpoints, kind: str):
     from services.sandbox.client import SandboxManagerClient
 
     clients: dict[Any, SandboxManagerClient] = {}
+    rock = load_config("harbor").get("sandbox") or {}   # a ROCK admin: sandbox.image and default_limits
 
     async def manager(base: Path, binds: list[dict[str, str]] | None = None):
         loop = asyncio.get_running_loop()
@@ -93,6 +95,9 @@ def sandbox_factory(ep: Endpoints, kind: str):
             clients[loop] = SandboxManagerClient(ep.sandbox_url, ep.sandbox_key, flavor=ep.sandbox_flavor)
         if isinstance(base, ImageRef):   # docker backend: the task's scrubbed image
             return await clients[loop].create(image=str(base), limits=base.limits, binds=binds)
+        if ep.sandbox_flavor == "rock":   # the base dir is uploaded into a container of sandbox.image
+            return await clients[loop].create(base_dir=str(base), image=rock.get("image"),
+                                              limits=rock.get("default_limits"), binds=binds)
         return await clients[loop].create(base_dir=str(base), binds=binds)
     return manager
 
@@ -238,7 +243,10 @@ async def make_context(ep: Endpoints, tasks: list[Task], sandbox: str, preset: s
                              "through a socket bound into the sandbox)")
         from .modelservice.agent_runner import MiniSweAgent
 
-        black_box = MiniSweAgent.create(tok, acfg.budgets)
+        if ep.sandbox_flavor == "rock":   # no binds into ROCK sandboxes: ROCK's ModelService pull pattern
+            black_box = RockPullMiniSweAgent(tok, acfg.budgets)
+        else:
+            black_box = MiniSweAgent.create(tok, acfg.budgets)
     elif agent != "builtin":
         raise SystemExit(f"unknown agent {agent!r} (builtin | mini-swe-agent)")
     ro = Rollouts(sandbox_factory(ep, sandbox), bases, tok, acfg, concurrency=concurrency, reward_cache=reward_cache,

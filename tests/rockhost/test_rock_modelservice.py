@@ -15,17 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
 
 import pytest
 import tinker
+import yaml
 from tinker import types
 from transformers import AutoTokenizer
 
 from cookbook.agent.agent import SampleOut
 from cookbook.agent.budgets import Budgets
+from cookbook.agent.trajectory import Trajectory
 from cookbook.modelservice.rock_pull import RockPullMiniSweAgent
 from cookbook.rollout import AgentConfig, Failures, Rollouts
+from helpers import read_json, run_sh
 from services.sandbox.client import SandboxManagerClient
 from services.tasks.task import load_dataset
 from services.tasks.workspace import build_base
@@ -120,6 +124,38 @@ def test_mini_swe_agent_in_a_rock_sandbox_through_the_pull_pattern(rock_admin, b
             if sampled:
                 assert abs(again[i] - lp) < 1e-3, (i, again[i], lp)
     for _ in range(50):   # ROCK stops the container asynchronously
+        if not rock_containers(rock_admin):
+            break
+        asyncio.run(asyncio.sleep(0.2))
+    assert rock_containers(rock_admin) == []
+
+
+def test_run_sh_rollout_with_mini_swe_agent_on_rock(rock_admin, isolated_config):
+    """`run.sh rollout --agent mini-swe-agent` with config/harbor.yaml pointing at a ROCK admin (what
+    `configure.py --rock-base-url` writes, plus `sandbox.image`): no sandbox manager is started, each
+    rollout's base is uploaded into a ROCK sandbox, mini-swe-agent's calls are pulled (rock_pull.py) and
+    sampled by the tiny model, and the change is graded in a fresh ROCK sandbox (clean grading)."""
+    tmp, cfg = isolated_config
+    h = yaml.safe_load((cfg / "harbor.yaml").read_text())
+    h["sandbox"].update(base_url=str(rock_admin), flavor="rock", image=BASE_IMAGE)
+    (cfg / "harbor.yaml").write_text(yaml.safe_dump(h))
+    env = dict(os.environ, LTS_CONFIG_DIR=str(cfg), LTS_RUNS_DIR=str(tmp / "runs"))
+    for k in ("TINKER_API_KEY", "TINKER_BASE_URL"):
+        env.pop(k, None)
+    run = run_sh(env, "rollout", "--agent", "mini-swe-agent", "--preset", "quickstart", "--task-id", "absolute",
+                 "--n", "2")
+    res = read_json(run / "results" / "rollout" / "result.json")
+    assert res["n_rollouts"] == 2 and res["failures"] == {"infra": 0, "agent": 0, "verifier": 0, "retries": 0}, res
+    assert not (run / "sandbox-admin.log").exists()   # no sandbox manager of ours was involved
+    for d in sorted((run / "results" / "rollout").glob("*-00?")):
+        t = Trajectory.from_json(read_json(d / "trajectory.json"))
+        assert len(t.turns) == 1 and t.stop_reason == "max_turns", t.summary()   # quickstart: one call
+        assert t.reward == 0.0 and not t.verifier.get("error"), t.verifier         # graded (garbage fixes nothing)
+        seg = t.segments[0]
+        assert seg.n_sampled == len(t.turns[0].sampled_tokens) > 0 and seg.tokens[t.turns[0].prompt_len:][
+            :len(t.turns[0].sampled_tokens)] == t.turns[0].sampled_tokens
+    assert len(list((run / "results" / "rollout").glob("*-00?"))) == 2
+    for _ in range(50):
         if not rock_containers(rock_admin):
             break
         asyncio.run(asyncio.sleep(0.2))

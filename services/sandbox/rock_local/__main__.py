@@ -189,7 +189,9 @@ def main() -> None:
     p.add_argument("--agent-venv", type=Path, default=REPO / ".venv-agent",
                    help="mini-swe-agent venv bind-mounted into the sandboxes when it exists (default .venv-agent)")
     p.add_argument("--port", type=int, default=None, help="admin port (default: a free one)")
-    p.add_argument("--num-cpus", type=int, default=max(2, os.cpu_count() or 2), help="Ray CPUs for sandbox actors")
+    p.add_argument("--num-cpus", type=int, default=max(8, os.cpu_count() or 2),
+                   help="Ray's logical CPUs: each sandbox actor takes its sandbox's cpus, so this bounds the sandboxes "
+                        "at once (the containers' real limit is their own --cpus; default max(8, cores))")
     p.add_argument("--timeout", type=float, default=180, help="seconds to wait for the admin")
     args = p.parse_args()
     start(args) if args.action == "start" else stop(args)
