@@ -95,14 +95,14 @@ class _Stored(BaseModel):
 
     @field_validator("tags")
     @classmethod
-    def _few_tags(cls, v):
+    def _few_tags(cls, v: list[str] | None) -> list[str] | None:
         if v is not None and (len(v) > 64 or any(len(t) > 256 for t in v)):
             raise ValueError("at most 64 tags of at most 256 characters")
         return v
 
     @field_validator("user_metadata")
     @classmethod
-    def _small(cls, v):
+    def _small(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
         if v is not None and (len(v) > 64 or len(json.dumps(v)) > MAX_METADATA_BYTES):
             raise ValueError(f"at most 64 keys and {MAX_METADATA_BYTES} bytes as JSON")
         return v
