@@ -13,66 +13,50 @@ import traceback
 from contextlib import nullcontext
 from pathlib import Path
 
-from .cli_args import agent_argument
-from .runs import endpoints, install_signal_handlers, new_run_dir, services, setup_client_log, write_exit_status
+import tinker
+from tqdm import tqdm
+
+from . import train
+from .agent.agent import TinkerPolicy
+from .agent.chat_format import eos_id
+from .config import CONFIGS, HELP, AnyConfig, RolloutConfig, add_flags, build
+from .recorder import write_exit_status
+from .rollout import Failures
+from .runs import endpoints, install_signal_handlers, new_run_dir, services, setup_client_log
+from .setup import load_tasks, make_context
 
 log = logging.getLogger("cookbook")
 
 
-def common(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--dataset", default="micro", help="dataset: a name under datasets/ or a path (default: micro)")
-    ap.add_argument("--split", default=None, help="split of the dataset (default: train for training, all for rollout)")
-    ap.add_argument("--task-id", action="append", default=None, help="run only this task (repeatable)")
-    ap.add_argument("--run-dir", default=None, help="run directory (default: runs/<mode>-<timestamp>)")
-    ap.add_argument("--name", default=None, help="results/<name>/ inside the run dir (default: the mode)")
-    ap.add_argument("--sandbox", default="manager", choices=["manager", "host"],
-                    help="manager: isolated sandboxes (default); host: dev only, NO isolation")
-    ap.add_argument("--sandbox-backend", default=None, choices=["local", "docker"],
-                    help="the sandbox manager's backend (default: config/harbor.yaml sandbox.backend, else local); "
-                         "docker runs public Harbor tasks (repo inside their image) in containers")
-    ap.add_argument("--preset", default=None, choices=["quickstart"], help="settings for the embedded tiny default")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--rollout-concurrency", type=int, default=None,
-                    help="sandboxes at once (default 16; 64 with --preset quickstart, whose sandboxes are tiny)")
-    ap.add_argument("--no-services", action="store_true", help="do not start the backend / sandbox manager")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="run.sh", description="Rollouts and RL/SFT recipes for SWE agents on the tinker SDK")
+    """One subcommand per config class (cookbook/config.py): each lists only its own fields' flags."""
+    ap = argparse.ArgumentParser(prog="run.sh",
+                                 description="Rollouts and RL/SFT recipes for SWE agents on the tinker SDK")
     sub = ap.add_subparsers(dest="mode", required=True)
-    r = sub.add_parser("rollout", help="evaluate the agent on tasks (no training)")
-    common(r)
-    r.add_argument("--n", type=int, default=1, help="attempts per task")
-    r.add_argument("--model-path", default=None, help="tinker:// sampler/training checkpoint to sample from (default: base model)")
-    agent_argument(r)
-    from . import train
-
-    train.add_arguments(sub, common)
+    for mode, cls in CONFIGS.items():
+        add_flags(sub.add_parser(mode, help=HELP[mode], description=HELP[mode] + " (docs/recipes.md)"), cls)
     return ap
 
 
-async def rollout_main(args, run_dir: Path) -> int:
-    import tinker
+def parse(argv: list[str] | None = None) -> AnyConfig:
+    """The typed config of ``run.sh MODE FLAGS...``."""
+    given = vars(build_parser().parse_args(argv))
+    return build(given.pop("mode"), given)
 
-    from .agent.agent import TinkerPolicy
-    from .agent.chat_format import eos_id
-    from .rollout import Failures
-    from .setup import load_tasks, make_context
 
-    ep = endpoints(need_sandbox=args.sandbox == "manager")
-    tasks = load_tasks(args.dataset, args.split, args.task_id)
-    ctx = await make_context(ep, tasks, args.sandbox, args.preset, args.rollout_concurrency, args.seed, agent=args.agent)
+async def rollout_main(cfg: RolloutConfig, run_dir: Path) -> int:
+    c = cfg.common
+    ep = endpoints(need_sandbox=c.sandbox == "manager")
+    tasks = load_tasks(c.dataset, c.split, c.task_id)
+    ctx = await make_context(ep, tasks, c.sandbox, c.preset, c.rollout_concurrency, c.seed, agent=cfg.agent)
     sc = tinker.ServiceClient(base_url=ep.backend_url, api_key=ep.api_key)
-    if args.model_path:
-        sampler = await sc.create_sampling_client(model_path=args.model_path)
+    if cfg.model_path:
+        sampler = await sc.create_sampling_client(model_path=cfg.model_path)
     else:
         sampler = await sc.create_sampling_client(base_model=ep.model)
     eos = eos_id(ctx.tokenizer)
-    policy = TinkerPolicy(sampler, [eos], temperature=args.temperature)
-    items = [(t, policy) for t in tasks for _ in range(args.n)]
-    from tqdm import tqdm
-
+    policy = TinkerPolicy(sampler, [eos], temperature=c.temperature)
+    items = [(t, policy) for t in tasks for _ in range(cfg.n)]
     bar = tqdm(total=len(items), desc="rollouts", unit="rollout")
     failures = Failures()
     t0 = time.time()
@@ -81,14 +65,15 @@ async def rollout_main(args, run_dir: Path) -> int:
     finally:
         await ctx.rollouts.aclose()
     bar.close()
-    name = args.name or "rollout"
+    name = c.name or "rollout"
     res_dir = run_dir / "results" / name
     summaries = []
     single = len(items) == 1  # one rollout: results/<name>/{summary,trajectory}.* directly
     for i, ((task, _), tr) in enumerate(zip(items, trajs)):
         sub = res_dir if single else res_dir / f"{task.slug}-{i:03d}"
         if tr is None:
-            summaries.append({"task_id": task.name, "reward": None, "episode_done": False, "error": "infrastructure failure"})
+            summaries.append({"task_id": task.name, "reward": None, "episode_done": False,
+                              "error": "infrastructure failure"})
             continue
         sub.mkdir(parents=True, exist_ok=True)
         tr.save(sub)
@@ -97,7 +82,7 @@ async def rollout_main(args, run_dir: Path) -> int:
         summaries.append(s)
         log.info("rollout %s: reward=%s turns=%d stop=%s", task.name, tr.reward, len(tr.turns), tr.stop_reason)
     done = [s for s in summaries if s.get("reward") is not None]
-    overall = {"mode": "rollout", "model": ep.model, "model_path": args.model_path, "n_rollouts": len(items),
+    overall = {"mode": "rollout", "model": ep.model, "model_path": cfg.model_path, "n_rollouts": len(items),
                "mean_reward": sum(s["reward"] for s in done) / len(done) if done else None,
                "failures": failures.to_dict(), "time_seconds": time.time() - t0, "rollouts": summaries}
     res_dir.mkdir(parents=True, exist_ok=True)
@@ -107,15 +92,12 @@ async def rollout_main(args, run_dir: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.sandbox_backend:   # read by cookbook.runs.endpoints() wherever endpoints are built
-        os.environ["LTS_SANDBOX_BACKEND"] = args.sandbox_backend
-    if args.rollout_concurrency is None:
-        args.rollout_concurrency = 64 if args.preset == "quickstart" else 16
-    from . import train
-
-    resume_dir = getattr(args, "resume", None)
-    run_dir = new_run_dir(args.mode, resume_dir or args.run_dir)
+    cfg = parse(argv)
+    c = cfg.common
+    if c.sandbox_backend:   # read by cookbook.runs.endpoints() wherever endpoints are built
+        os.environ["LTS_SANDBOX_BACKEND"] = c.sandbox_backend
+    resume_dir = None if isinstance(cfg, RolloutConfig) else cfg.train.resume
+    run_dir = new_run_dir(cfg.MODE, resume_dir or c.run_dir)
     setup_client_log(run_dir)
     install_signal_handlers()
     print(f"Run directory: {run_dir}", flush=True)
@@ -124,15 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     code = 1
     try:
-        ep = endpoints(need_sandbox=args.sandbox == "manager")
-        ctx = services(run_dir, ep, need_sandbox=args.sandbox == "manager") if not args.no_services else nullcontext([])
+        ep = endpoints(need_sandbox=c.sandbox == "manager")
+        ctx = services(run_dir, ep, need_sandbox=c.sandbox == "manager") if not c.no_services else nullcontext([])
         with ctx as started_services:
             if started_services:
                 log.info("started for this run: %s", ", ".join(started_services))
-            if args.mode == "rollout":
-                code = asyncio.run(rollout_main(args, run_dir))
+            if isinstance(cfg, RolloutConfig):
+                code = asyncio.run(rollout_main(cfg, run_dir))
             else:
-                code = train.run(args, run_dir)
+                code = train.run(cfg, run_dir)
     except KeyboardInterrupt:
         log.warning("interrupted")
         print("interrupted; services started by this run were stopped", file=sys.stderr)
@@ -147,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         print(traceback.format_exc(), file=sys.stderr)
         code = 1
     finally:
-        write_exit_status(run_dir, code, started, mode=args.mode)
+        write_exit_status(run_dir, code, started, mode=cfg.MODE)
     return code
 
 

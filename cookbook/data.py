@@ -1,4 +1,5 @@
-"""Trajectories -> Tinker datums (one datum per token segment; see agent/trajectory.py).
+"""Trajectories -> Tinker datums (one datum per token segment; see agent/trajectory.py), and the
+advantage estimators of the RL loop (cookbook/rl_loop.py).
 
 Alignment (Tinker's convention): model_input = tokens[:-1], target_tokens = tokens[1:], and
 every per-token input is aligned with the targets. Only tokens the policy sampled carry weight
@@ -29,7 +30,8 @@ def rl_datum(seg: Segment, advantage: float) -> types.Datum:
     mask = np.asarray(seg.sampled[1:], dtype=np.float32)
     return types.Datum(model_input=types.ModelInput.from_ints(toks[:-1]),
                        loss_fn_inputs={"target_tokens": _td(toks[1:], np.int64),
-                                       "logprobs": _td(np.asarray(seg.logprobs[1:], dtype=np.float32) * mask, np.float32),
+                                       "logprobs": _td(np.asarray(seg.logprobs[1:], dtype=np.float32) * mask,
+                                                       np.float32),
                                        "advantages": _td(mask * advantage, np.float32)})
 
 
@@ -37,7 +39,8 @@ def sft_datums(trajs: list[Trajectory]) -> list[types.Datum]:
     return [sft_datum(s) for t in trajs for s in t.segments if s.n_sampled]
 
 
-def rl_segments(trajs: list[Trajectory], advantages: list[float], keep_zero: bool = False) -> list[tuple[Segment, float]]:
+def rl_segments(trajs: list[Trajectory], advantages: list[float],
+                keep_zero: bool = False) -> list[tuple[Segment, float]]:
     """The trained (segment, advantage) pairs: every sampled segment of every unmasked trajectory
     (with ``keep_zero`` those of zero advantage too: a KL penalty still trains them)."""
     return [(s, a) for t, a in zip(trajs, advantages) if not t.masked and (keep_zero or a != 0.0)
@@ -48,6 +51,21 @@ def rl_datums(trajs: list[Trajectory], advantages: list[float]) -> list[types.Da
     return [rl_datum(s, a) for s, a in rl_segments(trajs, advantages)]
 
 
+def scaled_advantages(d: types.Datum, c: float) -> types.Datum:
+    """The datum with its advantages times ``c`` (ppo's token mean through the server's summed loss)."""
+    return types.Datum(model_input=d.model_input, loss_fn_inputs={
+        **d.loss_fn_inputs, "advantages": _td(d.loss_fn_inputs["advantages"].to_numpy() * np.float32(c), np.float32)})
+
+
+def reweighted(d: types.Datum, w: float) -> types.Datum:
+    """The SFT datum with its loss weights times ``w`` (--balance-tasks)."""
+    if w == 1.0:
+        return d
+    return types.Datum(model_input=d.model_input, loss_fn_inputs={
+        **d.loss_fn_inputs, "weights": _td(d.loss_fn_inputs["weights"].to_numpy() * np.float32(w), np.float32)})
+
+
+# ------------------------------------------------------------------------------ advantage estimators
 def group_advantages(rewards: list[float], normalize_std: bool = False, leave_one_out: bool = False,
                      eps: float = 1e-6) -> list[float]:
     """GRPO advantages: reward - group mean (optionally / std, or leave-one-out baseline)."""
@@ -62,3 +80,12 @@ def group_advantages(rewards: list[float], normalize_std: bool = False, leave_on
     if normalize_std:
         adv = adv / (r.std() + eps)
     return adv.tolist()
+
+
+def baseline_advantages(rewards: list[float], baseline: float | None) -> tuple[list[float], float]:
+    """PPO: reward - a running mean of the batch mean rewards (the first batch's mean, then
+    0.9 * old + 0.1 * batch mean), so reward 0 still gets gradient. Returns the advantages and the
+    new baseline."""
+    batch_mean = float(np.mean(rewards))
+    new = batch_mean if baseline is None else 0.9 * baseline + 0.1 * batch_mean
+    return [r - new for r in rewards], new

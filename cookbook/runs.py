@@ -1,9 +1,8 @@
-"""What every `run.sh` mode shares: the run directory, client.log, exit-status.json, and the
+"""What every `run.sh` mode shares: the run directory, client.log, and the
 services a run needs (started here if not already running, stopped on exit, Ctrl-C included)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -16,8 +15,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from services.common.config import load_config
-from services.common.procs import healthy, stop, wait_healthy
 from services.common.paths import REPO_ROOT, RUNS_DIR
+from services.common.procs import healthy, stop, wait_healthy
 
 log = logging.getLogger("cookbook")
 
@@ -48,12 +47,6 @@ def setup_client_log(run_dir: Path, level: str = "INFO") -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def write_exit_status(run_dir: Path, code: int, started: float, **extra: Any) -> None:
-    (run_dir / "exit-status.json").write_text(json.dumps({
-        "exit_code": code, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "duration_s": round(time.time() - started, 3), **extra}, indent=1))
-
-
 @dataclass
 class Service:
     name: str
@@ -69,8 +62,8 @@ class Service:
             return False
         log.info("starting %s: %s (log %s)", self.name, " ".join(self.cmd), self.log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(self.cmd, cwd=REPO_ROOT, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(self.cmd, cwd=REPO_ROOT, stdout=open(self.log_path, "ab"),
+                                     stderr=subprocess.STDOUT, start_new_session=True)
         wait_healthy(self.proc, self.health_url, timeout, self.log_path, self.name)
         return True
 
@@ -112,7 +105,8 @@ def services(run_dir: Path, ep: Endpoints, need_sandbox: bool = True) -> Iterato
     """Start the backend (and the sandbox manager) unless running; stop what we started."""
     py_rt = str(REPO_ROOT / ".venv-runtime" / "bin" / "python")
     started: list[Service] = []  # what we started (the others were already running)
-    svcs = [Service("backend", ep.backend_url + "/api/v1/healthz", [py_rt, "-m", "services.backend"], run_dir / "backend.log")]
+    svcs = [Service("backend", ep.backend_url + "/api/v1/healthz", [py_rt, "-m", "services.backend"],
+                    run_dir / "backend.log")]
     if need_sandbox and ep.sandbox_flavor == "local" and ep.sandbox_url and "127.0.0.1" in ep.sandbox_url:
         svcs.append(Service("sandbox manager", ep.sandbox_url + "/health",
                             [sys.executable, "-m", "services.sandbox", "admin", "--backend", ep.sandbox_backend],

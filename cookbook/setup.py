@@ -20,17 +20,12 @@ from services.tasks.task import Task, load_dataset
 from .agent.chat_format import tool_call_text
 from .agent.scripted import gold_turns
 from .modelservice.rock_pull import RockPullMiniSweAgent
+from .presets import PRESETS
 from .rollout import AgentConfig, Rollouts
 from .runs import Endpoints
 
 log = logging.getLogger("cookbook")
 PREP_DIR = REPO_ROOT / "sandbox-preparation"
-# What the tiny embedded model can learn on 2 CPU cores in minutes (measured; docs/recipes.md):
-# fix-by-edit without reading (the fix is memorised per task), on 8 training tasks, in one turn
-# with one edit call (the verifier scores the workspace when the turn budget ends). Later turns and
-# a submit call only added tokens whose slips cannot change the reward: sampling time and noise.
-QUICKSTART = {"tools": ["edit"], "system_prompt": "Fix the bug: edit the wrong line.",
-              "max_tasks": 8, "max_turns": 1, "max_output_tokens": 56}
 
 
 def load_tasks(dataset: str, split: str | None, task_ids: list[str] | None = None) -> list[Task]:
@@ -103,11 +98,11 @@ def sandbox_factory(ep: Endpoints, kind: str):
 
 
 def agent_config(preset: str | None = None) -> AgentConfig:
+    """config/harbor.yaml ``agent:`` with the preset's agent over it (its budgets key by key)."""
     cfg = dict(load_config("harbor").get("agent") or {})
-    if preset == "quickstart":  # the embedded default: two tools, short schemas, short budgets (docs/recipes.md)
-        cfg = {**cfg, "tools": QUICKSTART["tools"], "compact_schemas": True, "system_prompt": QUICKSTART["system_prompt"],
-               "budgets": {**(cfg.get("budgets") or {}), "max_turns": QUICKSTART["max_turns"],
-                           "max_output_tokens": QUICKSTART["max_output_tokens"]}}
+    if preset:
+        over = PRESETS[preset].agent
+        cfg = {**cfg, **over, "budgets": {**(cfg.get("budgets") or {}), **over.get("budgets", {})}}
     return AgentConfig.from_config(cfg)
 
 

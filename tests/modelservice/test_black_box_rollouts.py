@@ -1,5 +1,5 @@
 """Issue 14 item 3: black-box agents are a rollout kind. Two steps of the GRPO recipe's step
-(``train.rl_step``, args parsed from ``grpo --agent mini-swe-agent``) with ``Rollouts(black_box=MiniSweAgent)``:
+(``rl_loop.rl_step``, the config parsed from ``grpo --agent mini-swe-agent``) with ``Rollouts(black_box=MiniSweAgent)``:
 the unmodified mini-swe-agent runs in each sandbox, its model calls go through the in-process
 ModelService, which samples with the rollout's policy over the step's CURRENT sampling client
 (``save_weights_and_get_sampling_client`` after each optimizer step). The captured token-exact
@@ -20,12 +20,11 @@ import pytest
 import tinker
 from tinker import types
 
-from cookbook import train
-from cookbook.agent import agent as agent_module
+from cookbook import rl_loop
 from cookbook.agent.agent import SampleOut
 from cookbook.agent.budgets import Budgets
 from cookbook.agent.trajectory import Trajectory
-from cookbook.cli import build_parser
+from cookbook.cli import parse
 from cookbook.modelservice.agent_runner import MiniSweAgent
 from cookbook.rollout import AgentConfig, Rollouts
 from cookbook.setup import RunContext
@@ -84,10 +83,9 @@ def test_grpo_steps_train_on_mini_swe_agent_trajectories(sandbox_admin, modelser
            f"p.write_text(p.read_text().replace({e['old']!r}, {e['new']!r}, 1))")
     monkeypatch.setattr(ForcedPolicy, "scripts", [[_call(f"cat {e['path']}"), _call("python3 -c " + shlex.quote(fix)),
                                                    SUBMIT], [SUBMIT]])
-    monkeypatch.setattr(agent_module, "TinkerPolicy", ForcedPolicy)   # the stand-in for the model
-    args = build_parser().parse_args(["grpo", "--agent", "mini-swe-agent", "--task-id", "absolute", "--num-steps", "2",
-                                      "--group-size", "2", "--groups-per-step", "1", "--learning-rate", "1e-2"])
-    train._defaults(args)
+    monkeypatch.setattr(rl_loop, "TinkerPolicy", ForcedPolicy)   # the stand-in for the model
+    cfg = parse(["grpo", "--agent", "mini-swe-agent", "--task-id", "absolute", "--num-steps", "2",
+                 "--group-size", "2", "--groups-per-step", "1", "--learning-rate", "1e-2"])
 
     async def go():
         mgr = SandboxManagerClient(sandbox_admin.url, sandbox_admin.key)
@@ -102,13 +100,13 @@ def test_grpo_steps_train_on_mini_swe_agent_trajectories(sandbox_admin, modelser
         ctx = RunContext(None, [task], {task.name: base}, tokenizer, ro, ro.cfg, random.Random(0))
         sc = tinker.ServiceClient(base_url=backend.url, api_key=backend.key)
         tc = await sc.create_lora_training_client_async(base_model=backend.model, rank=4, seed=0)
-        shared = {"eos": tokenizer.convert_tokens_to_ids("<|im_end|>")}
+        eos, state = tokenizer.convert_tokens_to_ids("<|im_end|>"), rl_loop.RLState()
         probe = types.ModelInput.from_ints(tokenizer.encode(SUBMIT + " " + task.instruction)[:64])
         lps, recs = [], []
         try:
             lps.append(await (await tc.save_weights_and_get_sampling_client_async()).compute_logprobs_async(probe))
-            for step in range(args.num_steps):
-                recs.append(await train.rl_step(args, ctx, tc, step, tmp_path, shared))
+            for step in range(cfg.train.num_steps):
+                recs.append(await rl_loop.rl_step(cfg, ctx, tc, step, tmp_path, state, eos))
                 lps.append(await (await tc.save_weights_and_get_sampling_client_async()).compute_logprobs_async(probe))
         finally:
             await ro.aclose()

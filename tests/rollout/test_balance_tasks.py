@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from tinker import types
 
-from cookbook.train import _reweighted, balance_weights
+from cookbook.data import reweighted
+from cookbook.train import balance_weights
 
 
 def test_weights_follow_nll_relative_to_the_batch_mean():
@@ -29,8 +30,8 @@ def test_reweighted_datum_scales_weights_and_keeps_the_rest():
     d = types.Datum(model_input=types.ModelInput.from_ints([1, 2, 3]),
                     loss_fn_inputs={"target_tokens": types.TensorData.from_numpy(np.array([2, 3, 4], dtype=np.int64)),
                                     "weights": types.TensorData.from_numpy(np.array([0, 1, 1], dtype=np.float32))})
-    assert _reweighted(d, 1.0) is d
-    r = _reweighted(d, 2.5)
+    assert reweighted(d, 1.0) is d
+    r = reweighted(d, 2.5)
     assert r.loss_fn_inputs["weights"].to_numpy().tolist() == [0.0, 2.5, 2.5]
     assert r.loss_fn_inputs["target_tokens"].to_numpy().tolist() == [2, 3, 4]
     assert r.model_input.to_ints() == [1, 2, 3]

@@ -15,16 +15,18 @@ from types import SimpleNamespace
 import httpx
 import pytest
 import tinker
+from transformers import AutoTokenizer
 
 from cookbook.agent import Budgets
 from cookbook.agent.agent import SampleOut, TinkerPolicy
 from cookbook.agent.scripted import gold_turns
+from cookbook.config import build
+from cookbook.rl_loop import RLState, rl_step
 from cookbook.rollout import AgentConfig, Failures, Rollouts
+from helpers import REPO
 from services.tasks.hostsandbox import HostSandbox
 from services.tasks.task import load_dataset
 from services.tasks.workspace import build_base
-
-from helpers import REPO
 
 DEADLINE_S = 120
 CFG = AgentConfig(tools=["edit"], compact_schemas=True, budgets=Budgets(max_turns=1, max_output_tokens=56))
@@ -32,8 +34,6 @@ CFG = AgentConfig(tools=["edit"], compact_schemas=True, budgets=Budgets(max_turn
 
 @pytest.fixture(scope="module")
 def micro(tmp_path_factory, tiny_model):
-    from transformers import AutoTokenizer
-
     tasks = {t.name.split("/")[-1]: t for t in load_dataset(REPO / "datasets" / "micro").tasks}
     picked = [tasks["absolute"], tasks["clamp"]]
     bases = {}
@@ -55,7 +55,8 @@ class GoldPolicy:
         self.calls += 1
         if self.fail is not None and self.calls == 1:
             raise self.fail
-        toks = list(self.tok.encode(self.text, add_special_tokens=False)) + [self.tok.convert_tokens_to_ids("<|im_end|>")]
+        eos = self.tok.convert_tokens_to_ids("<|im_end|>")
+        toks = list(self.tok.encode(self.text, add_special_tokens=False)) + [eos]
         return SampleOut(toks, [0.0] * len(toks), "stop")
 
 
@@ -155,7 +156,6 @@ def test_context_overflow_400_is_the_models_failure_not_infra(micro, backend):
 def test_group_with_a_lost_rollout_is_dropped_whole(micro, backend, tmp_path):
     """rl_step on the real backend: task 0's sandboxes never start (both rollouts lost: its group is
     dropped), every other sandbox start for task 1 fails once (retried; its group is kept)."""
-    from cookbook.train import rl_step
 
     tasks, bases, tok = micro
     lost = str(bases[tasks[0].name])
@@ -176,13 +176,10 @@ def test_group_with_a_lost_rollout_is_dropped_whole(micro, backend, tmp_path):
 
     ro = Rollouts(PerTask(), bases, tok, CFG, concurrency=4, max_retries=2, grading="in-place")
     ctx = SimpleNamespace(tasks=tasks, rng=random.Random(0), rollouts=ro)
-    args = SimpleNamespace(mode="grpo", temperature=1.0, groups_per_step=2, group_size=2, seed=0, normalize_std=False,
-                           leave_one_out=False, max_train_transitions=None, learning_rate=1e-4, lr_schedule="constant",
-                           num_steps=1, loss=None)
+    cfg = build("grpo", {"groups_per_step": 2, "group_size": 2, "learning_rate": 1e-4, "num_steps": 1})
     sc = tinker.ServiceClient(base_url=backend.url, api_key=backend.key)
     tc = sc.create_lora_training_client(base_model=backend.model, rank=4)
-    order = {"order": [0, 1]}
-    rec = _run(rl_step(args, ctx, tc, 0, tmp_path, {"eos": tok.convert_tokens_to_ids("<|im_end|>"), **order}))
+    rec = _run(rl_step(cfg, ctx, tc, 0, tmp_path, RLState(order=[0, 1]), tok.convert_tokens_to_ids("<|im_end|>")))
     assert rec["tasks"] == [tasks[0].name, tasks[1].name]
     assert rec["groups_dropped"] == 1 and len(rec["group_returns"]) == 1 and rec["n_rollouts"] == 2
     assert rec["failures"] == {"infra": 2, "agent": 0, "verifier": 0, "retries": 4 + 2}

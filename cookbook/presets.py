@@ -1,0 +1,52 @@
+"""Presets as data: named settings for a whole family of runs (`--preset NAME`), in one place.
+
+A preset is its agent (tools, prompt, budgets: the overrides of config/harbor.yaml ``agent:``), how many
+tasks of the dataset it trains on, and default values of config fields (cookbook/config.py) per section:
+``all`` (every mode), ``train`` (sft and the RL modes), ``rl`` (grpo, ppo, ppo-kl) or one mode's name.
+Flags given on the command line override them. To add a preset, add one ``Preset`` to ``PRESETS``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+RL_MODES = ("grpo", "ppo", "ppo-kl")
+
+# The defaults that depend on the mode (without a preset); the fields' own defaults are the rest.
+MODE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "train": {"split": "train"},
+    "sft": {"learning_rate": 1e-4, "num_steps": 100},
+    "rl": {"learning_rate": 1e-5, "num_steps": 20},
+}
+
+
+@dataclass(frozen=True)
+class Preset:
+    help: str
+    agent: dict[str, Any] = field(default_factory=dict)   # merged over harbor.yaml agent: (budgets key by key)
+    max_tasks: int | None = None                           # train on the first N tasks (unless --task-id)
+    defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+PRESETS: dict[str, Preset] = {
+    # What the tiny embedded model can learn on 2 CPU cores in minutes (measured; docs/recipes.md):
+    # fix-by-edit without reading (the fix is memorised per task), on 8 training tasks, in one turn
+    # with one edit call (the verifier scores the workspace when the turn budget ends). Later turns and
+    # a submit call only added tokens whose slips cannot change the reward: sampling time and noise.
+    "quickstart": Preset(
+        help="the embedded tiny default: one edit call in one turn, 8 tasks",
+        agent={"tools": ["edit"], "compact_schemas": True, "system_prompt": "Fix the bug: edit the wrong line.",
+               "budgets": {"max_turns": 1, "max_output_tokens": 56}},
+        max_tasks=8,
+        defaults={
+            "all": {"rollout_concurrency": 64},
+            "train": {"reward_cache": True},   # safe: its agent has no bash tool
+            "sft": {"learning_rate": 5e-3, "num_steps": 200, "batch_size": 16, "gate_min_gold_p": 0.15,
+                    "balance_tasks": 1.0, "eval_every": 2, "eval_from": 40, "eval_n": 32},
+            # a high start, then decay (a steadier end; docs/recipes.md)
+            "rl": {"learning_rate": 1e-3, "num_steps": 60, "lr_schedule": "linear", "group_size": 8,
+                   "groups_per_step": 8},
+            "grpo": {"normalize_std": True},
+        }),
+}

@@ -1,0 +1,96 @@
+"""The one writer of a run directory's files (docs/recipes.md "Result files").
+
+``results/<name>/result.json`` (config, steps, checkpoints, final checkpoint), ``metrics.jsonl`` (one line
+per step), ``step_XXX/step_result.json``, ``state.json`` (what --resume needs, written only together with a
+checkpoint, so that everything in it describes that checkpoint), the metric loggers (TensorBoard, W&B),
+the reward curve and viewer, and ``exit-status.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from .metric_loggers import MetricLoggers
+from .report import write_reports
+
+
+def write_exit_status(run_dir: Path, code: int, started: float, **extra: Any) -> None:
+    (run_dir / "exit-status.json").write_text(json.dumps({
+        "exit_code": code, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "duration_s": round(time.time() - started, 3), **extra},
+        indent=1))
+
+
+def metrics_line(rec: dict[str, Any]) -> dict[str, Any]:
+    """A step record's scalars plus its ``metrics`` dict: one metrics.jsonl line."""
+    return {k: v for k, v in rec.items() if not isinstance(v, (list, dict))} | rec.get("metrics", {})
+
+
+def write_step_result(run_dir: Path, step: int, rec: dict[str, Any]) -> None:
+    sd = run_dir / f"step_{step:03d}"
+    sd.mkdir(parents=True, exist_ok=True)
+    (sd / "step_result.json").write_text(json.dumps(rec, indent=1))
+
+
+class RunRecorder:
+    """A training run's result.json, metrics.jsonl, state.json and loggers. On --resume (a state.json
+    exists) the steps logged after the last checkpoint are forgotten: they run again."""
+
+    def __init__(self, run_dir: Path, name: str, mode: str, model: str, config: dict[str, Any]):
+        self.run_dir = run_dir
+        self.name = name
+        self.res_dir = run_dir / "results" / name
+        self.res_dir.mkdir(parents=True, exist_ok=True)
+        self.state_path = run_dir / "state.json"
+        self.state: dict[str, Any] = json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
+        self.resuming = bool(self.state)
+        path = self.res_dir / "result.json"
+        if self.resuming and path.exists():
+            self.result: dict[str, Any] = json.loads(path.read_text())
+            done = self.state["step"]
+            self.result["steps"] = [x for x in self.result["steps"] if x["step"] < done]
+            self.result["checkpoints"] = [c for c in self.result["checkpoints"] if c["step"] <= done]
+            with open(run_dir / "metrics.jsonl", "w") as f:
+                for x in self.result["steps"]:
+                    f.write(json.dumps(metrics_line(x)) + "\n")
+        else:
+            self.result = {"mode": mode, "model": model, "config": config, "steps": [], "checkpoints": []}
+        self.loggers: MetricLoggers | None = None
+
+    def open_loggers(self, log_to: list[str]) -> None:
+        self.loggers = MetricLoggers(self.run_dir, log_to, self.result["config"])
+
+    def save_state(self) -> None:
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state))
+        tmp.replace(self.state_path)
+
+    def log_step(self, rec: dict[str, Any]) -> None:
+        self.result["steps"].append(rec)
+        line = metrics_line(rec)
+        with open(self.run_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(line) + "\n")
+        if self.loggers:
+            self.loggers.log(line, rec["step"])
+
+    def checkpoint(self, step: int, path: str, **state: Any) -> None:
+        """A checkpoint after ``step`` steps: listed in result.json; state.json follows in ``commit``."""
+        self.result["checkpoints"].append({"step": step, "path": path})
+        self.state.update(step=step, checkpoint=path, **state)
+
+    def commit(self, saved: bool) -> None:
+        """result.json first, then (with a checkpoint) state.json: a kill between the two reruns the steps."""
+        self.write_result()
+        if saved:
+            self.save_state()
+
+    def write_result(self) -> None:
+        (self.res_dir / "result.json").write_text(json.dumps(self.result, indent=1))
+        write_reports(self.run_dir, self.result, self.name)
+
+    def close(self) -> None:
+        if self.loggers:
+            self.loggers.close()

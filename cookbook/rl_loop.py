@@ -1,0 +1,342 @@
+"""The one RL loop: grpo, ppo and ppo-kl are configs of it (cookbook/config.py), differing in the advantage
+estimator (cookbook/data.py: group-relative or a running-mean baseline) and the loss (one
+forward_backward with the config's loss, or the server's clipped ppo loss over minibatch epochs, plus
+a k3 KL penalty for ppo-kl).
+
+A step: sample ``groups_per_step`` tasks x ``group_size`` rollouts with the sampler of the current
+weights, advantages, datums (one per token segment, the sampler's logprobs as the behaviour
+logprobs), the update, then new sampler weights. With ``--max-steps-off-policy K`` > 0
+(``OffPolicySampler``) the next steps' batches are sampled while the current one trains, each from
+the newest published weights; a batch's staleness is the number of optimizer steps between the
+weights it was sampled with and the step that trains on it, at most K (groups older are dropped and
+counted); the importance ratio in the (clipped) loss corrects for the lag. K = 0 is the synchronous
+loop (``rl_step``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tinker import types
+
+from .agent.agent import TinkerPolicy
+from .agent.trajectory import Trajectory
+from .config import PpoConfig, PpoKlConfig, RLConfig
+from .data import baseline_advantages, group_advantages, rl_datum, rl_segments, scaled_advantages
+from .recorder import write_step_result
+from .rollout import Failures, save_rollout
+
+log = logging.getLogger("cookbook.rl")
+
+
+def adam(lr: float) -> types.AdamParams:
+    return types.AdamParams(learning_rate=lr, beta1=0.9, beta2=0.95, eps=1e-8, grad_clip_norm=1.0)
+
+
+def lr_at(cfg, step: int) -> float:
+    """--learning-rate under --lr-schedule: constant, or linear / cosine decay to 0 at --num-steps
+    (as tinker-cookbook's schedules; a function of the step only, so --resume continues it)."""
+    t = cfg.train
+    frac = min(step / max(t.num_steps, 1), 1.0)
+    factor = {"constant": 1.0, "linear": 1.0 - frac, "cosine": 0.5 * (1.0 + math.cos(math.pi * frac))}[t.lr_schedule]
+    return t.learning_rate * factor
+
+
+@dataclass
+class RLState:
+    """What an RL run carries from step to step (state.json ``shared``): the task order of the
+    synchronous loop and ppo's running baseline."""
+
+    order: list[int] = field(default_factory=list)
+    baseline: float | None = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "RLState":
+        return cls(order=list(d.get("order", [])), baseline=d.get("baseline"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"order": self.order, **({"baseline": self.baseline} if self.baseline is not None else {})}
+
+
+@dataclass
+class Batch:
+    """One step's sampled groups (None: a rollout lost to infrastructure) and how they were sampled."""
+
+    step: int
+    tasks: list[Any]
+    groups: list[list[Trajectory | None]]
+    failures: Failures
+    version: int                 # optimizer steps behind the weights the batch was sampled with
+    rollout_s: float
+    weight_sync_s: float = 0.0
+    wait_s: float = 0.0          # async: the sampler's wait for the staleness bound before this batch
+
+
+def _seed(cfg: RLConfig, step: int, g: int, k: int) -> int:  # one reproducible sampling stream per rollout
+    return (cfg.common.seed * 1_000_003 + step * 10_007 + g * 101 + k) % (2**31)
+
+
+async def sample_batch(cfg: RLConfig, ctx, step: int, pol: TinkerPolicy, tasks: list, version: int) -> Batch:
+    failures = Failures()
+    t0 = time.time()
+    groups = await asyncio.gather(*(ctx.rollouts.run_many([(t, pol.fork(_seed(cfg, step, g, k)))
+                                                           for k in range(cfg.group_size)], failures)
+                                    for g, t in enumerate(tasks)))
+    return Batch(step, tasks, list(groups), failures, version, time.time() - t0)
+
+
+def _advantages(cfg: RLConfig, groups: list[list[Trajectory]], state: RLState):
+    """(trained trajectories, their advantages, every group's returns and logged advantages, groups
+    skipped for zero variance) under the config's estimator."""
+    trajs: list[Trajectory] = []
+    advs: list[float] = []
+    group_returns, group_advs, skipped = [], [], 0
+    for g in groups:
+        rewards = [float(t.reward or 0.0) for t in g]
+        group_returns.append(rewards)
+        if cfg.ADVANTAGES == "group":
+            a = group_advantages(rewards, cfg.normalize_std, cfg.leave_one_out)  # type: ignore[attr-defined]
+            group_advs.append(a)
+            if max(rewards) == min(rewards):
+                skipped += 1
+                continue
+        else:   # the baseline estimator logs the returns per group and centres the whole batch below
+            a = rewards
+            group_advs.append(a)
+        trajs += g
+        advs += a
+    if cfg.ADVANTAGES == "baseline" and trajs:
+        advs, state.baseline = baseline_advantages([float(t.reward or 0.0) for t in trajs], state.baseline)
+    return trajs, advs, group_returns, group_advs, skipped
+
+
+async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: RLState, batch: Batch,
+                      reference=None, extra: dict[str, Any] | None = None) -> dict:
+    """Advantages, datums and the update of one sampled batch; writes the step's rollouts and step_result.json."""
+    groups = [g for g in batch.groups if all(t is not None for t in g)]   # incomplete groups are dropped whole
+    dropped = len(batch.groups) - len(groups)
+    trajs, advs, group_returns, group_advs, skipped = _advantages(cfg, groups, state)  # type: ignore[arg-type]
+    all_rewards = [r for g in group_returns for r in g]
+    rec: dict[str, Any] = {"mean_reward": float(np.mean(all_rewards)) if all_rewards else 0.0,
+                           "n_rollouts": sum(len(g) for g in group_returns), "groups_skipped_zero_variance": skipped,
+                           "groups_dropped": dropped, "failures": batch.failures.to_dict(),
+                           "group_returns": group_returns, "group_advantages": group_advs,
+                           "tasks": [t.name for t in batch.tasks], **(extra or {})}
+    sd = run_dir / f"step_{step:03d}"
+    k = 0
+    logged = group_advs if len(group_advs) == len(batch.groups) else [[0.0] * len(g) for g in batch.groups]
+    for g, a in zip(batch.groups, logged):
+        for tr, adv in zip(g, a):
+            if tr is not None:
+                save_rollout(tr, sd, f"rollout_{k:02d}", {"rollout_idx": k, "return": tr.reward, "advantage": adv})
+            k += 1
+    # ppo-kl trains every trajectory (zero advantage too): its KL penalty covers every sampled token
+    segs = rl_segments(trajs, advs, keep_zero=isinstance(cfg, PpoKlConfig))
+    if cfg.max_train_transitions and len(segs) > cfg.max_train_transitions:
+        segs = ctx.rng.sample(segs, cfg.max_train_transitions)
+    datums = [rl_datum(s, a) for s, a in segs]
+    rec["verifier_cache_hits"] = ctx.rollouts.cache_hits
+    rec["train_transitions"] = len(datums)
+    rec["train_tokens"] = int(sum(d.model_input.length for d in datums))
+    rec["learning_rate"] = lr = lr_at(cfg, step)
+    t2 = time.time()
+    if datums:
+        if isinstance(cfg, PpoConfig):
+            masks = [np.asarray(s.sampled[1:], dtype=np.float32) for s, _ in segs]
+            rec.update(await ppo_update(cfg, tc, datums, masks, reference, ctx.rng, lr))
+        else:
+            f = tc.forward_backward(datums, cfg.loss_name, cfg.loss_config())
+            o = tc.optim_step(adam(lr))
+            fb, opt = await f, await o
+            rec["fwdbwd_metrics"] = fb.metrics
+            rec["optim_metrics"] = opt.metrics or {}
+    timings = {"weight_sync_s": batch.weight_sync_s, "rollout_s": batch.rollout_s, "train_s": time.time() - t2,
+               "sandbox_s": sum(t.timings.get("sandbox_s", 0) for t in trajs),
+               "sampling_s": sum(t.timings.get("sample_s", 0) for t in trajs),
+               "verifier_s": sum(t.timings.get("verifier_s", 0) for t in trajs)}
+    rec["timings"] = timings | rec.pop("timings", {})
+    rec["metrics"] = {**{f"fwdbwd/{k}": v for k, v in rec.get("fwdbwd_metrics", {}).items()},
+                      **{f"optim/{k}": v for k, v in rec.get("optim_metrics", {}).items()}}
+    write_step_result(run_dir, step, rec)
+    return rec
+
+
+def pick_tasks(cfg: RLConfig, ctx, state: RLState) -> list:
+    """The synchronous loop's next tasks: a fresh shuffle (the run's rng) whenever the order runs short."""
+    if len(state.order) < cfg.groups_per_step:
+        idx = list(range(len(ctx.tasks)))
+        ctx.rng.shuffle(idx)
+        state.order.extend(idx)
+    return [ctx.tasks[state.order.pop(0)] for _ in range(cfg.groups_per_step)]
+
+
+async def rl_step(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: RLState, eos: int, reference=None) -> dict:
+    """One synchronous step (--max-steps-off-policy 0): sample with the current weights, then train."""
+    t0 = time.time()
+    sampler = await tc.save_weights_and_get_sampling_client()
+    sync_s = time.time() - t0
+    pol = TinkerPolicy(sampler, [eos], temperature=cfg.common.temperature)
+    batch = await sample_batch(cfg, ctx, step, pol, pick_tasks(cfg, ctx, state), step)
+    batch.weight_sync_s = sync_s
+    return await train_batch(cfg, ctx, tc, step, run_dir, state, batch, reference)
+
+
+def tasks_for_step(cfg: RLConfig, n_tasks: int, step: int) -> list[int]:
+    """The async loop's tasks of a step: a function of the seed and the step alone (the sampler runs
+    ahead of the trainer, so no rng shared with it may decide them): one seeded shuffle per epoch."""
+    out = []
+    for g in range(cfg.groups_per_step):
+        pos = step * cfg.groups_per_step + g
+        perm = list(range(n_tasks))
+        random.Random(cfg.common.seed * 7919 + pos // n_tasks).shuffle(perm)
+        out.append(perm[pos % n_tasks])
+    return out
+
+
+class OffPolicySampler:
+    """--max-steps-off-policy K: starts sampling the batch of step j, with the newest published weights, as
+    soon as those weights are at most K optimizer steps behind j, so up to K + 1 batches are sampled at once
+    (their rollouts share the --rollout-concurrency sandboxes) while the trainer works. Publishing new
+    weights only swaps the sampler that later batches start with: rollouts in flight keep theirs."""
+
+    def __init__(self, cfg: RLConfig, ctx, eos: int, start: int, sampler, version: int):
+        self.cfg, self.ctx, self.eos = cfg, ctx, eos
+        self.newest = (sampler, version)
+        self.changed = asyncio.Event()      # new weights were published
+        self.launched = asyncio.Event()     # a batch started sampling
+        self.batches: dict[int, asyncio.Task[Batch]] = {}
+        self.task = asyncio.create_task(self._run(start))
+
+    def publish(self, sampler, version: int) -> None:
+        self.newest = (sampler, version)
+        self.changed.set()
+
+    async def _run(self, start: int) -> None:
+        K = self.cfg.max_steps_off_policy
+        for j in range(start, self.cfg.train.num_steps):
+            t0 = time.time()
+            while self.newest[1] < j - K:
+                self.changed.clear()
+                await self.changed.wait()
+            self.batches[j] = asyncio.create_task(self._sample(j, *self.newest, time.time() - t0))
+            self.launched.set()
+
+    async def _sample(self, j: int, sampler, version: int, wait_s: float) -> Batch:
+        pol = TinkerPolicy(sampler, [self.eos], temperature=self.cfg.common.temperature)
+        tasks = [self.ctx.tasks[i] for i in tasks_for_step(self.cfg, len(self.ctx.tasks), j)]
+        batch = await sample_batch(self.cfg, self.ctx, j, pol, tasks, version)
+        batch.wait_s = wait_s
+        return batch
+
+    async def next(self, step: int) -> Batch:
+        """The batch of ``step`` once sampled (the sampler's exception if it failed)."""
+        while step not in self.batches:
+            if self.task.done():
+                self.task.result()   # raises the sampler's exception
+                raise RuntimeError(f"the off-policy sampler stopped before step {step}")
+            self.launched.clear()
+            waiter = asyncio.ensure_future(self.launched.wait())
+            await asyncio.wait({waiter, self.task}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+        return await self.batches.pop(step)
+
+    async def aclose(self) -> None:
+        for t in [self.task, *self.batches.values()]:
+            t.cancel()
+        for t in [self.task, *self.batches.values()]:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing: nothing is waiting for them
+                pass
+
+
+async def off_policy_step(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: RLState,
+                          sampler: OffPolicySampler, reference=None) -> dict:
+    """One async step: the next sampled batch (waiting for it is the trainer's idle time), groups more
+    than K steps stale dropped, the update, then the new weights published to the sampler."""
+    t0 = time.time()
+    batch = await sampler.next(step)
+    trainer_wait_s = time.time() - t0
+    staleness = step - batch.version
+    stale = staleness > cfg.max_steps_off_policy
+    if stale:   # cannot happen while the sampler keeps its bound; counted, never trained on
+        log.warning("step %d: batch sampled %d steps back (> K=%d): dropped", step, staleness,
+                    cfg.max_steps_off_policy)
+    groups_stale = len(batch.groups) if stale else 0
+    used = Batch(batch.step, batch.tasks, [] if stale else batch.groups, batch.failures, batch.version,
+                 batch.rollout_s)
+    extra = {"sampler_version": batch.version, "groups_stale_dropped": groups_stale,
+             "group_staleness": [staleness] * len(used.groups),
+             "timings": {"trainer_wait_s": trainer_wait_s, "rollout_wait_s": batch.wait_s}}
+    rec = await train_batch(cfg, ctx, tc, step, run_dir, state, used, reference, extra)
+    t1 = time.time()
+    sampler.publish(await tc.save_weights_and_get_sampling_client(), step + 1)
+    rec["timings"]["weight_sync_s"] = time.time() - t1
+    write_step_result(run_dir, step, rec)
+    return rec
+
+
+async def ppo_update(cfg: PpoConfig, tc, datums, masks, reference, rng: random.Random, lr: float) -> dict:
+    """Clipped PPO over several minibatch epochs: the server's ppo loss with the config's clip values
+    as its loss config and the advantages scaled by 1 / the minibatch's sampled tokens (a token mean).
+    ppo-kl adds --kl-beta times a k3 KL estimate against the frozen reference (its logprobs from
+    compute_logprobs) on every sampled token (``masks``) through forward_backward_custom, whose gradient
+    adds to the ppo loss's before the optimizer step; the KL is reported per token (also at beta 0)."""
+    beta = cfg.kl_beta if isinstance(cfg, PpoKlConfig) else 0.0
+    ref_lps: list[torch.Tensor | None] = [None] * len(datums)
+    if reference is not None:
+        async def ref_of(d):
+            toks = d.model_input.to_ints() + [int(d.loss_fn_inputs["target_tokens"].to_numpy()[-1])]
+            lps = await reference.compute_logprobs(types.ModelInput.from_ints(toks))
+            return torch.tensor([0.0 if x is None else x for x in lps[1:]], dtype=torch.float32)
+
+        ref_lps = list(await asyncio.gather(*(ref_of(d) for d in datums)))
+    lo, hi = cfg.clip_low, cfg.clip_high
+    assert lo is not None and hi is not None, "ppo needs both clip thresholds"
+    idx = list(range(len(datums)))
+    fb_metrics: dict[str, float] = {}
+    kls: list[float] = []
+    clipfracs: list[float] = []
+    for _ in range(cfg.ppo_epochs):
+        rng.shuffle(idx)
+        for mb in np.array_split(np.array(idx), max(1, min(cfg.minibatches, len(idx)))):
+            mb_masks = [torch.tensor(masks[i]) for i in mb]
+            ntok = max(int(sum(m.sum() for m in mb_masks)), 1)
+            f = tc.forward_backward([scaled_advantages(datums[i], 1.0 / ntok) for i in mb], "ppo", cfg.loss_config())
+            refs = [ref_lps[i] for i in mb]
+            if beta > 0:
+                def kl_loss(data, logprobs_list, refs=refs, mb_masks=mb_masks, ntok=ntok):
+                    total = torch.zeros(())
+                    for lp, rl, mask in zip(logprobs_list, refs, mb_masks):
+                        diff = rl - lp
+                        total = total + ((torch.exp(diff) - 1 - diff) * mask).sum()
+                    return beta * total / ntok, {}
+
+                kf = tc.forward_backward_custom([datums[i] for i in mb], kl_loss)
+            o = tc.optim_step(adam(lr))
+            fb = await f
+            if beta > 0:
+                await kf
+            await o
+            fb_metrics = fb.metrics
+            kl_sum = clip_n = 0.0
+            for i, out, rl, mask in zip(mb, fb.loss_fn_outputs, refs, mb_masks):
+                lp = torch.tensor(out["logprobs"].to_numpy())
+                r = torch.exp(lp - torch.tensor(datums[i].loss_fn_inputs["logprobs"].to_numpy()))
+                clip_n += float((((r < lo) | (r > hi)).float() * mask).sum())
+                if rl is not None:
+                    diff = rl - lp
+                    kl_sum += float(((torch.exp(diff) - 1 - diff) * mask).sum())
+            kls.append(kl_sum / ntok)
+            clipfracs.append(clip_n / ntok)
+    return {"fwdbwd_metrics": fb_metrics, "optim_metrics": {}, "kl_per_token": float(np.mean(kls)) if kls else 0.0,
+            "kl_beta": beta, "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0, "ppo_epochs": cfg.ppo_epochs}
