@@ -4,11 +4,11 @@ Prints each seed's GRPO reward curve, the gain (mean of the last 5 steps minus t
 wall time of sft + grpo (services started and stopped by each run included) and the machine's load
 average over the seed (os.getloadavg(): 2 cores shared with others explain slow seeds), and writes
 bench/results/learning-<timestamp>.{json,png} (the curves, with the SFT gate evaluations before
-them). With ``--heldout-n N`` (default 4 for ``--preset agent``) it also evaluates the SFT checkpoint
-(before GRPO) and GRPO's final checkpoint (after) on the dataset's held-out split, N sampled
-rollouts per task (``run.sh rollout --split heldout --model-path ...``; not part of the timed
-sft + grpo), and prints both pass rates. Uses the running config/ (bash setup.sh all && python
-configure.py first).
+them). It prints the held-out pass rate before and after GRPO: GRPO's own evaluation (result.json
+'heldout', which ``--preset agent`` records before the first step and after the last: part of the
+timed run), or with ``--heldout-n N`` N sampled rollouts per held-out task of the SFT checkpoint and
+of GRPO's final one (``run.sh rollout --split heldout --model-path ...``, after the timed runs).
+Uses the running config/ (bash setup.sh all && python configure.py first).
 
     .venv-control/bin/python bench/bench_learning.py --seeds 0 1 2 [--preset agent] [--grpo-steps 30]
 """
@@ -50,9 +50,10 @@ def main() -> int:
     ap.add_argument("--sandbox", default="manager", choices=["manager", "host"])
     ap.add_argument("--preset", default="quickstart", choices=sorted(DATASETS))
     ap.add_argument("--heldout-n", type=int, default=None,
-                    help="held-out rollouts per task before/after GRPO (default 4 with --preset agent, else 0 = off)")
+                    help="held-out rollouts per task before/after GRPO, measured after the timed runs (default: "
+                         "none; the held-out figures of GRPO's result.json, which --preset agent records)")
     args = ap.parse_args()
-    heldout_n = args.heldout_n if args.heldout_n is not None else (4 if args.preset == "agent" else 0)
+    heldout_n = args.heldout_n or 0
     data = ["--dataset", DATASETS[args.preset]]
     out: dict = {"preset": args.preset, "seeds": {}}
     for seed in args.seeds:
@@ -74,8 +75,8 @@ def main() -> int:
         timing = step_timings(res["steps"])
         total = t2 - t0
         gold_p = sres.get("gold_p_final", {})
-        held = {}
-        if heldout_n:
+        held = {k: res["heldout"][k] for k in ("before", "after")} if res.get("heldout") else {}
+        if heldout_n:   # measured here, after the timed runs (a preset without --eval-every, or more attempts)
             held = {"before": heldout(sres["final_checkpoint"], seed, heldout_n, data, args),
                     "after": heldout(res["final_checkpoint"], seed, heldout_n, data, args)}
         out["seeds"][seed] = {"curve": curve, "sft_gold_p_final": gold_p, "gain_last5_minus_first5": gain,
