@@ -20,6 +20,7 @@ from . import train
 from .agent.agent import TinkerPolicy
 from .agent.chat_format import eos_id
 from .config import CONFIGS, HELP, AnyConfig, RolloutConfig, add_flags, build
+from .evaluation import score
 from .recorder import write_exit_status
 from .rollout import Failures
 from .runs import endpoints, install_signal_handlers, new_run_dir, services, setup_client_log
@@ -82,8 +83,10 @@ async def rollout_main(cfg: RolloutConfig, run_dir: Path) -> int:
         summaries.append(s)
         log.info("rollout %s: reward=%s turns=%d stop=%s", task.name, tr.reward, len(tr.turns), tr.stop_reason)
     done = [s for s in summaries if s.get("reward") is not None]
-    overall = {"mode": "rollout", "model": ep.model, "model_path": cfg.model_path, "n_rollouts": len(items),
-               "mean_reward": sum(s["reward"] for s in done) / len(done) if done else None,
+    scored = score([t for t, _ in items], trajs)   # pass rate (reward 1) overall and per task
+    overall = {"mode": "rollout", "model": ep.model, "model_path": cfg.model_path, "split": c.split,
+               "n_rollouts": len(items), "mean_reward": sum(s["reward"] for s in done) / len(done) if done else None,
+               "pass_rate": scored.pass_rate, "pass_rate_by_task": scored.by_task,
                "failures": failures.to_dict(), "time_seconds": time.time() - t0, "rollouts": summaries}
     res_dir.mkdir(parents=True, exist_ok=True)
     (res_dir / "result.json").write_text(json.dumps(overall, indent=1))

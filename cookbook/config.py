@@ -121,6 +121,10 @@ class RLConfig:
         "(0 = synchronous, default)", 0, metavar="K")
     clip_low: float | None = flag("lower clip of the importance ratio, sent as the loss config (ppo/cispo)")
     clip_high: float | None = flag("upper clip of the importance ratio, sent as the loss config (ppo/cispo)")
+    eval_every: int = flag("evaluate on --eval-split before the first step, every N steps and after the last "
+                           "(result.json 'heldout'; 0 = off, default)", 0, metavar="N")
+    eval_split: str = flag("the dataset split --eval-every evaluates (default heldout)", "heldout")
+    eval_samples: int = flag("sampled attempts per task in each --eval-every evaluation (default 1)", 1)
 
     @property
     def loss_name(self) -> str:

@@ -30,12 +30,13 @@ from .agent.chat_format import eos_id
 from .agent.scripted import ScriptedPolicy
 from .config import AnyTrain, PpoKlConfig, RLConfig, SftConfig, flat
 from .data import reweighted, sft_datums
+from .evaluation import EvalResult, evaluate_sampler, record
 from .presets import PRESETS
 from .recorder import RunRecorder
 from .rl_loop import OffPolicySampler, RLState, adam, lr_at, off_policy_step, rl_step
 from .rollout import save_rollout
 from .runs import endpoints
-from .setup import gold_turns_for, load_tasks, make_context
+from .setup import gold_turns_for, load_tasks, make_context, prepare_bases
 
 log = logging.getLogger("cookbook.train")
 
@@ -157,8 +158,17 @@ class RLRecipe:
         self.rl = RLState.from_json(shared)
         self.reference = None
         self.sampler: OffPolicySampler | None = None
+        self.heldout: list = []
+        self.result: dict[str, Any] = {}
 
     async def setup(self, sc, base_model: str, init: str, rec: RunRecorder) -> None:
+        self.result = rec.result
+        if self.cfg.eval_every:
+            self.heldout = load_tasks(self.cfg.common.dataset, self.cfg.eval_split)
+            backend = self.ctx.ep.sandbox_backend if self.cfg.common.sandbox == "manager" else "local"
+            self.ctx.bases.update(await prepare_bases(self.heldout, backend))   # the Rollouts' bases too
+            if rec.state["step"] == 0:
+                await self.evaluate(0, await self.tc.save_weights_and_get_sampling_client())
         if isinstance(self.cfg, PpoKlConfig):
             if "kl_reference" not in rec.state:
                 rec.state["kl_reference"] = await kl_reference(self.cfg, sc, self.tc, base_model, init, self.run_dir)
@@ -172,9 +182,27 @@ class RLRecipe:
 
     async def step(self, step: int) -> dict:
         if self.sampler is None:
-            return await rl_step(self.cfg, self.ctx, self.tc, step, self.run_dir, self.rl, self.eos, self.reference)
-        return await off_policy_step(self.cfg, self.ctx, self.tc, step, self.run_dir, self.rl, self.sampler,
-                                     self.reference)
+            rec = await rl_step(self.cfg, self.ctx, self.tc, step, self.run_dir, self.rl, self.eos, self.reference)
+        else:
+            rec = await off_policy_step(self.cfg, self.ctx, self.tc, step, self.run_dir, self.rl, self.sampler,
+                                        self.reference)
+        every = self.cfg.eval_every
+        if every and ((step + 1) % every == 0 or step + 1 == self.cfg.train.num_steps):
+            t0 = time.time()
+            sampler = (self.sampler.newest[0] if self.sampler is not None
+                       else await self.tc.save_weights_and_get_sampling_client())
+            rec["heldout_pass_rate"] = (await self.evaluate(step + 1, sampler)).pass_rate
+            rec["eval_s"] = time.time() - t0
+        return rec
+
+    async def evaluate(self, step: int, sampler) -> EvalResult:
+        """--eval-every: the weights after ``step`` updates on --eval-split, into result.json 'heldout'."""
+        res = await evaluate_sampler(self.ctx.rollouts, self.heldout, sampler, [self.eos],
+                                     temperature=self.cfg.common.temperature,
+                                     samples_per_task=self.cfg.eval_samples, seed=self.cfg.common.seed)
+        record(self.result, step, res, self.cfg.eval_split)
+        log.info("%s after %d steps: pass rate %.3f (%d attempts)", self.cfg.eval_split, step, res.pass_rate, res.n)
+        return res
 
     def state(self) -> dict[str, Any]:
         return self.rl.to_json()

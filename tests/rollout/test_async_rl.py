@@ -1,7 +1,8 @@
 """--max-steps-off-policy K (issue 19, item 1): from a short SFT warm start (nonzero rewards), GRPO with K=1
 samples the next step's batch while the current one trains, trains every step (nonzero transitions, the
 weights move), moves probability towards the rewarded rollouts, and never trains on a group sampled more
-than K optimizer steps before the step that uses it (asserted from the staleness step_result.json records)."""
+than K optimizer steps before the step that uses it (asserted from the staleness step_result.json records);
+its --eval-every evaluations of the held-out split land in result.json."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def test_k1_trains_and_never_uses_a_group_older_than_k(running_module):
     warm = read_json(sft / "results" / "sft" / "result.json")["final_checkpoint"]
     run = run_sh(env, "grpo", "--preset", "quickstart", *TASKS, "--num-steps", "6", "--group-size", "4",
                  "--groups-per-step", "2", "--init-from", warm, "--seed", "3", "--learning-rate", "3e-3",
-                 "--max-steps-off-policy", str(K))
+                 "--max-steps-off-policy", str(K), "--eval-every", "3")
     res = read_json(run / "results" / "grpo" / "result.json")
     steps = res["steps"]
     assert [s["step"] for s in steps] == list(range(6)) and res["config"]["max_steps_off_policy"] == K
@@ -84,3 +85,9 @@ def test_k1_trains_and_never_uses_a_group_older_than_k(running_module):
                              - np.array(_sampled_logprob(env, warm, rs)))) for k, rs in (("good", good), ("bad", bad))}
     print(f"mean sampled-token logprob change, warm start -> final: {gain}")
     assert gain["good"] > gain["bad"], gain
+    # --eval-every 3: micro's 10 held-out tasks before the first step, after step 3 and after the last
+    held = res["heldout"]
+    assert held["split"] == "heldout" and [p["step"] for p in held["points"]] == [0, 3, 6], held
+    assert all(p["n"] == 10 and 0.0 <= p["pass_rate"] <= 1.0 for p in held["points"]), held["points"]
+    assert held["before"]["step"] == 0 and held["after"]["step"] == 6
+    assert [s["step"] for s in steps if "heldout_pass_rate" in s] == [2, 5]

@@ -55,6 +55,9 @@ def test_run_sh_rollout_embedded_default(isolated_config):
     traj = json.loads((run_dir / "results" / "rollout" / "trajectory.json").read_text())
     assert traj["segments"] and traj["turns"] and traj["verifier"]
     assert (run_dir / "results" / "rollout" / "trajectory.txt").read_text().startswith("# task lts-micro/absolute")
+    res = json.loads((run_dir / "results" / "rollout" / "result.json").read_text())   # scored by cookbook/evaluation.py
+    assert res["pass_rate"] == float(summ["reward"] == 1.0) and res["pass_rate_by_task"] == {
+        "lts-micro/absolute": res["pass_rate"]}
     log = (run_dir / "client.log").read_text()
     assert "starting backend" in log and "starting sandbox manager" in log and "stopping backend" in log
     assert _our_services(cfg) == [], "run.sh left a service running"
