@@ -8,23 +8,24 @@ import json
 from pathlib import Path
 
 import pytest
+from transformers import AutoTokenizer
 
 from cookbook.agent import Budgets, SWEAgent
 from cookbook.agent.scripted import ScriptedPolicy, gold_turns, tool_call_text
+from cookbook.agent.tools import ToolBox
+from cookbook.presets import PRESETS
+from cookbook.setup import agent_config, gold_turns_for, load_tasks
+from helpers import REPO
 from services.tasks.hostsandbox import HostSandbox
 from services.tasks.task import load_dataset
 from services.tasks.verifier import verify
 from services.tasks.workspace import build_base
-
-from helpers import REPO
 
 MICRO = REPO / "datasets" / "micro"
 
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model):
-    from transformers import AutoTokenizer
-
     return AutoTokenizer.from_pretrained(str(tiny_model[1]))
 
 
@@ -77,7 +78,6 @@ def test_prompts_extend_exactly_and_match_the_chat_template(tasks, tokenizer, tm
     assert traj.reward == 1.0 and len(traj.turns) == 5 and len(traj.segments) == 1
     seg = traj.segments[0]
     agent = SWEAgent(policy, tokenizer)
-    from cookbook.agent.tools import ToolBox
 
     schemas = ToolBox(None).schemas()
     n_msgs = 2
@@ -89,7 +89,8 @@ def test_prompts_extend_exactly_and_match_the_chat_template(tasks, tokenizer, tm
         assert agent.render(msgs, schemas) == prompt, f"turn {k}: incremental tokens drifted from the template"
         if k + 1 < len(traj.turns):
             nxt = traj.turns[k + 1]
-            assert seg.tokens[: nxt.prompt_len][: turn.prompt_len + len(turn.sampled_tokens)] == prompt + turn.sampled_tokens
+            upto = turn.prompt_len + len(turn.sampled_tokens)
+            assert seg.tokens[: nxt.prompt_len][:upto] == prompt + turn.sampled_tokens
             n_msgs += 1 + len(turn.observations)
         # stored tokens decode to what the agent saw
         assert tokenizer.decode(turn.sampled_tokens[:-1]) == turn.text
@@ -134,12 +135,11 @@ def test_budgets_max_turns_and_context_overflow(tasks, tokenizer, tmp_path):
 
 
 def test_quickstart_gold_is_one_turn_in_the_presets_tool_schema(tasks, tokenizer, tmp_path):
-    """The embedded default's agent (cookbook/setup.py QUICKSTART: one turn, the edit tool) solves
+    """The embedded default's agent (cookbook/presets.py quickstart: one turn, the edit tool) solves
     every quickstart task with its gold trajectory; with submit and one turn, both calls share a message."""
-    from cookbook.setup import QUICKSTART, agent_config, gold_turns_for, load_tasks
 
     cfg = agent_config("quickstart")
-    assert cfg.tools == QUICKSTART["tools"] and cfg.budgets.max_turns == 1
+    assert cfg.tools == PRESETS["quickstart"].agent["tools"] and cfg.budgets.max_turns == 1
     t = tasks[0]
     both = gold_turns_for(t, ["edit", "submit"], max_turns=1)
     assert len(both) == 1 and both[0].count("<tool_call>") == 2 and '"submit"' in both[0]
@@ -158,8 +158,8 @@ def test_quickstart_gold_is_one_turn_in_the_presets_tool_schema(tasks, tokenizer
         finally:
             await sb.close()
 
-    for task in load_tasks("micro", "train")[: QUICKSTART["max_tasks"]]:  # the quickstart's tasks (cookbook/train.py)
+    for task in load_tasks("micro", "train")[: PRESETS["quickstart"].max_tasks]:  # the quickstart's tasks
         traj, reward = asyncio.run(one(task))
         assert len(traj.turns) == 1 and [c["name"] for c in traj.turns[0].tool_calls] == ["edit"], traj.to_text()
-        assert len(traj.turns[0].sampled_tokens) <= QUICKSTART["max_output_tokens"]
+        assert len(traj.turns[0].sampled_tokens) <= PRESETS["quickstart"].agent["budgets"]["max_output_tokens"]
         assert reward == 1.0, (task.name, traj.to_text())
