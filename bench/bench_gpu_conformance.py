@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from bench_gpu_common import ROOT
-from bench_gpu_grpo_step import free_port, start_backend, stop
+from bench_gpu_grpo_step import RAY_ONE_GPU, free_port, start_backend, stop
 
 BF16_TOLERANCES = {
     "CONFORMANCE_REF_ATOL_MEAN": "0.1",     # backend (bf16) vs float32 reference: mean |dlogprob|
@@ -39,6 +39,7 @@ def main() -> int:
     ap.add_argument("--log", default=None)
     ap.add_argument("--backend-log", default=None)
     ap.add_argument("--sampler", default="auto", help="engine.sampler: auto (static on CUDA) | static | hf")
+    ap.add_argument("--ray", action="store_true", help="engine.ray: 1 trainer rank + 1 sampler replica on the one GPU")
     ap.add_argument("pytest_args", nargs="*")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="conf-"))
@@ -46,7 +47,7 @@ def main() -> int:
     os.environ.setdefault("HF_HOME", str(ROOT / "hf-home"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     t0 = time.time()
-    proc = start_backend(Path(a.model), tmp / "state", port, key, a.name, {"sampler": a.sampler, "threads": 1},
+    proc = start_backend(Path(a.model), tmp / "state", port, key, a.name, {"sampler": a.sampler, "threads": 1, **({"ray": RAY_ONE_GPU} if a.ray else {})},
                          tokenizer_id=a.name)
     print(f"backend up in {time.time() - t0:.1f}s", flush=True)
     env = dict(os.environ, TINKER_BASE_URL=f"http://127.0.0.1:{port}", TINKER_API_KEY=key, BASE_MODEL=a.name,

@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from bench_gpu_common import DEV, ROOT, Results, env_info, make_model
 
 
@@ -61,8 +60,13 @@ def build_model_dir(out: Path, tok_dir: Path, shape: str) -> None:
         shutil.copy(tok_dir / "tokenizer.json", out / "tokenizer.json")
 
 
+# engine.ray for one GPU: 1 trainer rank + 1 sampler replica sharing it (docs/ray.md)
+RAY_ONE_GPU = {"address": "local", "trainers": 1, "samplers": 1, "num_cpus": 4,
+               "resources": {"trainer": {"CPU": 1, "GPU": 0.5}, "sampler": {"CPU": 1, "GPU": 0.5}}}
+
+
 def start_backend(model_dir: Path, state: Path, port: int, key: str, name: str, extra: dict,
-                  tokenizer_id: str | None = None) -> subprocess.Popen:
+                  tokenizer_id: str | None = None, env_extra: dict | None = None) -> subprocess.Popen:
     import httpx
     import yaml
 
@@ -74,7 +78,7 @@ def start_backend(model_dir: Path, state: Path, port: int, key: str, name: str, 
                        **extra}}
     state.mkdir(parents=True, exist_ok=True)
     (state / "runtime.yaml").write_text(yaml.safe_dump(cfg))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **(env_extra or {}))
     proc = subprocess.Popen([sys.executable, "-m", "services.backend", "--config", str(state / "runtime.yaml")], cwd=ROOT,
                             env=env, stdout=open(state / "stdout.log", "ab"), stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -138,9 +142,14 @@ def main() -> None:
     ap.add_argument("--no-grad-ckpt", action="store_true")
     ap.add_argument("--max-sampler-snapshots", type=int, default=4,
                     help="sampler snapshots kept (each LoRA one holds an adapter, each full-FT one a model copy)")
+    ap.add_argument("--model-dir", default=None, help="build the random-init model here once and reuse it (default: a temp dir)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep-log", default=None, help="copy the backend log here")
-    ap.add_argument("--log-level", default="INFO", help="the backend's (DEBUG: each job's duration)")
+    ap.add_argument("--log-level", default="INFO",
+                    help="the backend's (DEBUG: each job's duration and the largest live CUDA tensors per sampling round)")
+    ap.add_argument("--ray", action="store_true", help="engine.ray: 1 trainer rank + 1 sampler replica on the one GPU")
+    ap.add_argument("--alloc-conf", default=None, help="PYTORCH_CUDA_ALLOC_CONF for the backend process")
+    ap.add_argument("--training-kernels", default="auto", help="engine.training_kernels: auto (Liger on CUDA) | none")
     a = ap.parse_args()
     R = Results(a.json)
     R.add(bench="env", **env_info())
@@ -151,14 +160,17 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="grpo-bench-"))
     name, key, port = f"local/qwen3-{a.shape}-like", "tml-bench", free_port()
     t0 = time.perf_counter()
-    build_model_dir(tmp / "model", Path(a.tokenizer_dir), a.shape)
-    tok = AutoTokenizer.from_pretrained(str(tmp / "model"))
+    model_dir = Path(a.model_dir) if a.model_dir else tmp / "model"
+    if not (model_dir / "config.json").exists():
+        build_model_dir(model_dir, Path(a.tokenizer_dir), a.shape)
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
     ps = prompts(tok, a.groups)
-    proc = start_backend(tmp / "model", tmp / "state", port, key, name,
+    proc = start_backend(model_dir, tmp / "state", port, key, name,
                          {"sampler_options": {"max_slots": a.groups * a.group_size, "max_context": 2048},
                           "gradient_checkpointing": not a.no_grad_ckpt, "max_tokens_per_microbatch": a.micro_batch_tokens,
-                          "max_sampler_snapshots": a.max_sampler_snapshots,
-                          "batch_window_s": 0.05, "log_level": a.log_level})
+                          "max_sampler_snapshots": a.max_sampler_snapshots, "training_kernels": a.training_kernels,
+                          "batch_window_s": 0.05, "log_level": a.log_level, **({"ray": RAY_ONE_GPU} if a.ray else {})},
+                         env_extra={"PYTORCH_CUDA_ALLOC_CONF": a.alloc_conf} if a.alloc_conf else None)
     R.add(bench="grpo_setup", startup_s=time.perf_counter() - t0, prompt_tokens_mean=float(np.mean([len(p) for p in ps])))
     try:
         sc = tinker.ServiceClient(base_url=f"http://127.0.0.1:{port}", api_key=key)
@@ -194,7 +206,8 @@ def main() -> None:
             T4 = time.perf_counter()
             op.result()
             T5 = time.perf_counter()
-            R.add(bench="grpo_step", shape=a.shape, rank=a.rank, step=step, groups=a.groups, group_size=a.group_size,
+            R.add(bench="grpo_step", shape=a.shape, rank=a.rank, step=step, ray=a.ray, alloc_conf=a.alloc_conf,
+                  training_kernels=a.training_kernels, groups=a.groups, group_size=a.group_size,
                   sampled_tokens=n_sampled, gpu_used_gb=gpu_used_gb(),
                   train_tokens=n_train, save_weights_s=T1 - T0, sample_s=T2 - T1, build_data_s=T3 - T2,
                   forward_backward_s=T4 - T3, optim_step_s=T5 - T4, total_s=T5 - T0,

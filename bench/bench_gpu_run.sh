@@ -12,8 +12,8 @@ for phase in "$@"; do
     check) timeout 120 python3 tests/gpu/runtime_static_check.py cuda bfloat16 0.2 2>&1 | grep -v Loading | tail -4 | tee "$OUT/check.txt" ;;
     sampling) (cd bench && timeout ${SAMPLING_T:-330} python3 bench_gpu_sampling.py --shapes ${SHAPES:-4b,0.6b} --json "$OUT/sampling.jsonl" ${SAMPLING_ARGS}) 2>&1 | grep -v Loading | tee "$OUT/sampling.log" | grep -v "^RESULT" | tail -40 ;;
     training) (cd bench && timeout ${TRAINING_T:-220} python3 bench_gpu_training.py --shapes ${SHAPES:-4b,0.6b} --json "$OUT/training.jsonl" --profile "$OUT/profile.txt" ${TRAINING_ARGS}) 2>&1 | grep -v Loading | tee "$OUT/training.log" | grep -v "^RESULT" | grep -v "^ " | tail -25 ;;
-    conformance) (cd bench && timeout 300 python3 bench_gpu_conformance.py --log "$OUT/conformance.txt" --backend-log "$OUT/conformance_backend.log") 2>&1 | tail -12 ;;
-    grpo) (cd bench && timeout ${GRPO_T:-240} python3 bench_gpu_grpo_step.py --tokenizer-dir ../.carry --json "$OUT/grpo.jsonl" --keep-log "$OUT/grpo_backend.log" ${GRPO_ARGS}) 2>&1 | grep -v Loading | tail -12 ;;
+    conformance) (cd bench && timeout -s INT -k 30 ${CONFORMANCE_T:-300} python3 bench_gpu_conformance.py --log "$OUT/conformance.txt" --backend-log "$OUT/conformance_backend.log") 2>&1 | tail -12 ;;
+    grpo) (cd bench && timeout -s INT -k 30 ${GRPO_T:-240} python3 bench_gpu_grpo_step.py --tokenizer-dir ../.carry --json "$OUT/grpo.jsonl" --keep-log "$OUT/grpo_backend.log" ${GRPO_ARGS}) 2>&1 | grep -v Loading | tail -12 ;;
   esac
   echo "== $phase took $(( $(date +%s) - t0 ))s"
 done

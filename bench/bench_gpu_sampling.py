@@ -17,8 +17,18 @@ import time
 import traceback
 
 import torch
-
-from bench_gpu_common import DEV, HBM_NOMINAL, Results, env_info, free_cuda, hbm_bandwidth, make_model, n_params, sync, timed
+from bench_gpu_common import (
+    DEV,
+    HBM_NOMINAL,
+    Results,
+    env_info,
+    free_cuda,
+    hbm_bandwidth,
+    make_model,
+    n_params,
+    sync,
+    timed,
+)
 
 from services.backend.gpu.engine import EngineOptions, StaticEngine
 from services.backend.gpu.logprobs import fused_token_logprobs
@@ -69,11 +79,11 @@ def engine_run(eng: StaticEngine, specs: list[SampleSpec]):
 
 
 def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float, attention: str = "auto",
-                 graphs: bool = True, new: int | None = None, tag: str = ""):
+                 graphs: bool = True, new: int | None = None, tag: str = "", fuse_layers: bool = True):
     new = new or NEW
     eng = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=max(batches), max_context=PROMPT + NEW + 256,
-                                                                     attention=attention, cuda_graphs=graphs,
-                                                                     compile=COMPILE))
+                                                                 attention=attention, cuda_graphs=graphs,
+                                                                 compile=COMPILE, fuse_layers=fuse_layers))
     eng.load_weights("base", model)
     w_bytes = shape.weight_bytes() - shape.vocab * shape.hidden * 2  # embedding rows are gathered, not streamed
     kv_tok = shape.kv_bytes_per_token()
@@ -164,13 +174,68 @@ def attention_micro(shape: Qwen3Shape, R: Results, name: str, batches: list[int]
         free_cuda()
 
 
+def decode_profile(model, shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float,
+                   out_dir: str | None) -> None:
+    """Kernels of one decode step (torch.profiler, eager launches of the compiled pieces, rows at
+    position ~PROMPT + NEW / 2): count per step and GPU time per kernel family, next to the
+    graph-replayed step time of the same engine, and each weight matrix's GEMM alone at the
+    step's batch size (CUDA-graph replays: bandwidth reached streaming that weight)."""
+    import triton.testing
+    from torch.profiler import ProfilerActivity, profile
+
+    eng = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=max(batches), max_context=PROMPT + NEW + 256,
+                                                                 compile=COMPILE))
+    eng.load_weights("base", model)
+    m = eng.model
+    bench = lambda f: triton.testing.do_bench_cudagraph(f, return_mode="median") / 1e3  # noqa: E731
+    for b in batches:
+        tok = torch.randint(0, shape.vocab, (b,), device=DEV)
+        pos = torch.randint(PROMPT, PROMPT + NEW, (b,), device=DEV)
+        ctx = -(-int(pos.max() + 1) // 128) * 128
+        step = lambda: m.decode(tok, pos, ctx)  # noqa: E731  (rewrites the same KV positions: fine for timing)
+        for _ in range(3):
+            step()
+        sync()
+        t_graph = bench(step)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                step()
+            sync()
+        fam: dict[str, list[float]] = {}
+        n_kernels = 0
+        for ev in prof.events():
+            if ev.device_type == torch.autograd.DeviceType.CUDA:
+                n_kernels += 1
+                k = ev.name
+                key = ("gemm" if any(x in k for x in ("gemm", "nvjet", "cutlass", "sm90")) else "attention" if "split" in k
+                       or "merge" in k else k[:60])
+                e = fam.setdefault(key, [0, 0.0])
+                e[0] += 1
+                e[1] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+        rows = sorted(((k, n / 5, us / 5) for k, (n, us) in fam.items()), key=lambda r: -r[2])
+        busy = sum(r[2] for r in rows)
+        R.add(bench="decode_profile", shape=name, batch=b, ctx_bucket=ctx, graph_step_us=t_graph * 1e6,
+              kernels_per_step=n_kernels / 5, kernel_busy_us=busy, top=[[k, n, round(us, 1)] for k, n, us in rows[:12]])
+        if out_dir:
+            with open(f"{out_dir}/decode_profile_{name}_b{b}.txt", "w") as f:
+                f.write(prof.key_averages().table(sort_by="cuda_time_total", row_limit=40))
+        mats = {"qkv": m.w_qkv[0], "o": m.w_o[0], "gate_up": m.w_gu[0], "down": m.w_down[0], "lm_head": m.lm_head}
+        for wname, w in mats.items():
+            x = torch.randn(b, w.shape[1], device=DEV, dtype=torch.bfloat16)
+            t = bench(lambda: torch.nn.functional.linear(x, w))
+            R.add(bench="decode_gemm", shape=name, batch=b, weight=wname, n=w.shape[0], k=w.shape[1], us=t * 1e6,
+                  frac_of_copy_bw=w.numel() * 2 / t / bw)
+    del eng, m
+    free_cuda()
+
+
 def hf_fallback_other_arch(R: Results, arch: str, runs: list[tuple[int, int]], shape: str = "4b") -> None:
     """The backend's HF sampler (services/backend/sampler.generate: DynamicCache, batched, seeded;
     under no_grad as Runtime.sample calls it), the path of every architecture the static engine does
     not cover, on a random-init model of the given shape in another architecture (Llama: no q/k norm)."""
+    from bench_gpu_common import SHAPES, VOCAB
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    from bench_gpu_common import SHAPES, VOCAB
     from services.backend.sampler import generate
 
     if arch != "llama":
@@ -219,6 +284,7 @@ def main() -> None:
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--profile-dir", default=None, help="write the decode step's profiler tables here (step profile)")
     a = ap.parse_args()
     globals().update(PROMPT=a.prompt, NEW=a.new, COMPILE=False if a.no_compile else None)
     R = Results(a.json)
@@ -233,7 +299,9 @@ def main() -> None:
               kv_bytes_per_token=shape.kv_bytes_per_token())
         for step in a.steps.split(","):
             try:
-                if step == "attn" and DEV.startswith("cuda"):
+                if step == "profile" and DEV.startswith("cuda"):
+                    decode_profile(model, shape, R, name, batches, bw, a.profile_dir)
+                elif step == "attn" and DEV.startswith("cuda"):
                     attention_micro(shape, R, name, batches, bw, a.attn_sweep)
                 elif step == "logits":
                     check_logits(model, shape, R, name)
@@ -248,6 +316,9 @@ def main() -> None:
                     for v in a.variants.split(","):
                         if v in ("bmm", "sdpa"):
                             e, _ = bench_engine(model, shape, R, name, sorted({batches[0], B}), bw, attention=v)
+                        elif v == "unfused":  # the issue-20 step: pre + post pieces per layer
+                            e, _ = bench_engine(model, shape, R, name, sorted({batches[0], B}), bw, fuse_layers=False,
+                                                tag="_unfused")
                         elif v == "nographs":
                             e, _ = bench_engine(model, shape, R, name, [B], bw, graphs=False, new=32)
                         elif v == "grpo":  # 8 prompts x 8 samples: one prefill per prompt, KV copied to 8 slots
@@ -284,7 +355,8 @@ def main() -> None:
             R.add(bench="error", step="other_arch", error=f"{type(ex).__name__}: {ex}"[:500])
     print("\n== sampling summary ==")
     for r in R.rows:
-        if r.get("bench") in ("sampling", "attention_micro", "logprobs_vs_trainer", "logits_vs_hf", "error"):
+        if r.get("bench") in ("sampling", "attention_micro", "logprobs_vs_trainer", "logits_vs_hf", "error",
+                              "decode_profile", "decode_gemm"):
             print({k: v for k, v in r.items() if k not in ("bench",)})
 
 

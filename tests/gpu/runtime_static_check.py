@@ -14,7 +14,6 @@ same tokens, and differ from the base model's; a snapshot keeps its weights afte
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 from pathlib import Path

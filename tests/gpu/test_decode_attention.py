@@ -82,6 +82,26 @@ def test_kernel_matches_reference(case, dtype):
         assert torch.equal(kc, kc2) and torch.equal(vc, vc2)  # the fused KV write: at pos only
 
 
+@pytest.mark.skipif(not (torch.cuda.is_available() and da.available()), reason="the Triton kernel needs CUDA")
+def test_kernel_reads_strided_views():
+    """q, k, v as the decode step passes them: slices of one fused q/k tensor and of the qkv output."""
+    b, Hq, Hkv, D, S, T, ctx = 16, 32, 8, 128, 16, 1024, 768
+    for seed in range(3):
+        g = torch.Generator(device="cpu").manual_seed(seed)
+        r = lambda *s: torch.randn(*s, generator=g).to(device="cuda", dtype=torch.bfloat16)  # noqa: E731
+        qk, qkv = r(b, Hq + Hkv, D), r(b, (Hq + 2 * Hkv) * D)
+        q, kn, vn = qk[:, :Hq], qk[:, Hq:], qkv[:, (Hq + Hkv) * D :].reshape(b, Hkv, D)
+        assert not (q.is_contiguous() or kn.is_contiguous() or vn.is_contiguous())
+        kc, vc = r(S, Hkv, T, D), r(S, Hkv, T, D)
+        pos = torch.randint(0, ctx, (b,), generator=g).cuda()
+        kc2, vc2 = kc.clone(), vc.clone()
+        got = da.attend(q, kn, vn, kc, vc, pos, ctx, D ** -0.5)
+        want = da.attend_reference(q.contiguous(), kn.contiguous(), vn.contiguous(), kc2, vc2, pos, ctx, D ** -0.5)
+        rel = float((got.float() - want.float()).norm() / want.float().norm())
+        assert rel < 1e-2, (seed, rel)
+        assert torch.equal(kc, kc2) and torch.equal(vc, vc2)
+
+
 def test_attention_choice():
     from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
 

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from helpers import TINY_PATH
-
 from services.backend.gpu.engine import EngineOptions, StaticEngine, _batch_buckets, _ctx_bucket
 from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
 from services.backend.gpu.sampling import choose
@@ -45,9 +44,9 @@ def _ref_logprobs(hf, prompt, toks):
     return lsm[len(prompt) - 1 : -1].gather(-1, torch.tensor(toks)[:, None])[:, 0]
 
 
-@pytest.mark.parametrize("attention", ["bmm", "sdpa"])
-def test_qwen3_forward_matches_hf(hf, attention):
-    m = StaticQwen3(Qwen3Shape.from_hf_config(hf.config), "cpu", torch.float32, 4, 256, attention)
+@pytest.mark.parametrize("attention,fuse_layers", [("bmm", True), ("sdpa", True), ("bmm", False)])
+def test_qwen3_forward_matches_hf(hf, attention, fuse_layers):
+    m = StaticQwen3(Qwen3Shape.from_hf_config(hf.config), "cpu", torch.float32, 4, 256, attention, fuse_layers)
     m.load(Qwen3Parts(hf))
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 8000, (3, 40), generator=g)
@@ -190,7 +189,7 @@ def test_fused_token_logprobs_values_and_grads(hf):
     """The CUDA training path (chunked lm_head + float32 log-softmax under checkpointing) equals the
     plain logits route in value and gradient."""
     from services.backend.gpu.logprobs import fused_token_logprobs
-    from services.backend.runtime import _gather_logprobs
+    from services.backend.logprobs import gather_logprobs
 
     g = torch.Generator().manual_seed(3)
     ids = torch.randint(0, 8000, (2, 50), generator=g)
@@ -199,7 +198,7 @@ def test_fused_token_logprobs_values_and_grads(hf):
     for p in hf.parameters():
         p.requires_grad_(True)
     try:
-        ref = _gather_logprobs(hf(input_ids=ids).logits, tgt)
+        ref = gather_logprobs(hf(input_ids=ids).logits, tgt)
         (ref * w).sum().backward()
         gref = {n: p.grad.clone() for n, p in hf.named_parameters()}
         hf.zero_grad(set_to_none=True)

@@ -43,7 +43,7 @@ if triton is not None:
 
     @triton.jit
     def _split_kernel(Q, KN, VN, KC, VC, POS, M, L, ACC, scale, chunk, n_split,
-                      s_qb, s_qh, s_nb, s_nh, s_cs, s_ch, s_ct,
+                      s_qb, s_qh, s_nb, s_nh, s_vb, s_vh, s_cs, s_ch, s_ct,
                       HQ: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr):
         b = tl.program_id(0)
         h = tl.program_id(1)
@@ -76,7 +76,7 @@ if triton is not None:
                 m_i = m_new
             if pos < start + chunk:  # this chunk holds the new token: write it and fold it in
                 kn = tl.load(KN + b * s_nb + h * s_nh + offs_d)
-                vn = tl.load(VN + b * s_nb + h * s_nh + offs_d)
+                vn = tl.load(VN + b * s_vb + h * s_vh + offs_d)
                 tl.store(kbase + pos * s_ct + offs_d, kn)
                 tl.store(vbase + pos * s_ct + offs_d, vn)
                 qk1 = tl.sum(q.to(tl.float32) * kn.to(tl.float32)[None, :], 1) * scale
@@ -116,7 +116,7 @@ if triton is not None:
 def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor,
            pos: torch.Tensor, ctx: int, scale: float, block: int = BLOCK_N, warps: int = 4, stages: int = 2,
            target: int = _TARGET_PROGRAMS) -> torch.Tensor:
-    """q [b, Hq, D], k_new/v_new [b, Hkv, D], kc/vc [slots >= b, Hkv, T, D] (one layer; written at
+    """q [b, Hq, D], k_new/v_new [b, Hkv, D] (any strides), kc/vc [slots >= b, Hkv, T, D] (one layer; written at
     ``pos``), pos [b] (each < ctx). Returns the attention output [b, Hq, D] in q's dtype.
     ``block`` (K/V tile rows), ``warps``, ``stages``, ``target`` (programs to aim for): launch
     parameters, defaults chosen by bench_gpu_sampling.py's attention sweep."""
@@ -125,14 +125,17 @@ def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, kc: torch.
     G = Hq // Hkv
     chunk = chunk_for(b, Hkv, ctx, block, target)
     n_split = -(-ctx // chunk)
-    q, k_new, v_new = q.contiguous(), k_new.contiguous(), v_new.contiguous()
+    # q, k_new, v_new may be views (the decode step passes slices of its fused q/k and qkv tensors):
+    # read through their strides, copied only if a head's elements are not contiguous
+    q, k_new, v_new = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k_new, v_new))
     m = torch.empty(b, Hq, n_split, device=q.device, dtype=torch.float32)
     l = torch.empty_like(m)
     acc = torch.empty(b, Hq, n_split, D, device=q.device, dtype=torch.float32)
     out = torch.empty(b, Hq, D, device=q.device, dtype=q.dtype)
     _split_kernel[(b, Hkv, n_split)](
         q, k_new, v_new, kc, vc, pos, m, l, acc, scale, chunk, n_split,
-        q.stride(0), q.stride(1), k_new.stride(0), k_new.stride(1), kc.stride(0), kc.stride(1), kc.stride(2),
+        q.stride(0), q.stride(1), k_new.stride(0), k_new.stride(1), v_new.stride(0), v_new.stride(1),
+        kc.stride(0), kc.stride(1), kc.stride(2),
         HQ=Hq, G=G, GP=max(16, triton.next_power_of_2(G)), D=D, BLOCK=block, num_warps=warps, num_stages=stages)
     _merge_kernel[(b, Hq)](m, l, acc, pos, out, chunk, n_split, out.stride(0), out.stride(1),
                            HQ=Hq, D=D, SP=max(2, triton.next_power_of_2(n_split)), num_warps=4)

@@ -17,6 +17,7 @@ costs one graph launch and one small device-to-host copy. Without CUDA the same 
 from __future__ import annotations
 
 import bisect
+import gc
 import logging
 import random
 import time
@@ -63,6 +64,7 @@ class EngineOptions:
     cuda_graphs: bool | None = None      # None: on CUDA only
     compile: bool | None = None          # torch.compile the elementwise pieces (None: on CUDA only)
     attention: str = "auto"              # auto (triton on CUDA) | triton | bmm | sdpa (decode attention)
+    fuse_layers: bool = True             # one compiled piece across each layer boundary (False: the issue-20 split)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "EngineOptions":
@@ -95,6 +97,40 @@ class _Seq:
     pos: int = 0            # tokens in this slot's cache
 
 
+def cuda_memory(device: torch.device) -> str:
+    """'; cuda allocated A GB, reserved R GB, in use U GB' (U: the whole device, other processes too) on
+    CUDA, '' elsewhere: reserved growing while allocated stays flat is the caching allocator's
+    fragmentation, allocated growing is a reference kept. At DEBUG also the largest live CUDA
+    tensors by (shape, dtype), to find what is kept."""
+    if device.type != "cuda":
+        return ""
+    free, total = torch.cuda.mem_get_info(device)
+    out = (f"; cuda allocated {torch.cuda.memory_allocated(device) / 1e9:.1f} GB, reserved "
+           f"{torch.cuda.memory_reserved(device) / 1e9:.1f} GB, in use {(total - free) / 1e9:.1f} GB")
+    if log.isEnabledFor(logging.DEBUG):
+        try:
+            out += _live_cuda_tensors()
+        except Exception as e:  # noqa: BLE001  (a diagnostic never fails the sampling round)
+            out += f"; live-tensor census failed: {type(e).__name__}: {e}"
+    return out
+
+
+def _live_cuda_tensors() -> str:
+    """The live CUDA tensors (plain tensors, each storage once) by (shape, dtype), largest first."""
+    sizes: dict[tuple, list[int]] = {}
+    seen: set[int] = set()
+    for o in gc.get_objects():
+        # plain tensors only (torch.compile's fake tensors have symbolic shapes), each storage once
+        if type(o) in (torch.Tensor, torch.nn.Parameter) and o.is_cuda and o.untyped_storage().data_ptr() not in seen:
+            seen.add(o.untyped_storage().data_ptr())
+            e = sizes.setdefault((tuple(int(d) for d in o.shape), str(o.dtype)), [0, 0])
+            e[0] += 1
+            e[1] += o.untyped_storage().nbytes()
+    top = sorted(sizes.items(), key=lambda kv: -kv[1][1])[:10]
+    return (f"; live tensors {sum(b for _, b in sizes.values()) / 1e9:.1f} GB in {len(seen)} storages, largest: "
+            + ", ".join(f"{n}x{list(k[0])} {k[1][6:]} {b / 1e9:.2f} GB" for k, (n, b) in top))
+
+
 def _choose_plain(logits, temp, topk, topp, seed, step, vidx):
     return choose(logits, temp, topk, topp, seed, step, vidx, False)
 
@@ -102,7 +138,8 @@ def _choose_plain(logits, temp, topk, topp, seed, step, vidx):
 class StaticEngine:
     def __init__(self, shape: Qwen3Shape, device: torch.device | str, dtype: torch.dtype, opts: EngineOptions):
         self.shape, self.device, self.dtype, self.opts = shape, torch.device(device), dtype, opts
-        self.model = StaticQwen3(shape, self.device, dtype, opts.max_slots, opts.max_context, opts.attention)
+        self.model = StaticQwen3(shape, self.device, dtype, opts.max_slots, opts.max_context, opts.attention,
+                                 opts.fuse_layers)
         S, dev = opts.max_slots, self.device
         self.use_graphs = (self.device.type == "cuda") if opts.cuda_graphs is None else bool(opts.cuda_graphs and self.device.type == "cuda")
         # host mirrors and device buffers of per-slot state
@@ -206,8 +243,8 @@ class StaticEngine:
             elif pending and not self.free:  # cannot happen: no live sequence means every slot is free
                 raise RuntimeError("static engine: no free slot and nothing running")
         st = {k: self.stats[k] - st0[k] for k in ("tokens", "steps", "prefill_s", "decode_s")}
-        log.info("static engine: %d tokens decoded in %.2fs (prefill %.2fs, %d decode steps %.2fs)", st["tokens"],
-                 time.perf_counter() - t0, st["prefill_s"], st["steps"], st["decode_s"])
+        log.info("static engine: %d tokens decoded in %.2fs (prefill %.2fs, %d decode steps %.2fs)%s", st["tokens"],
+                 time.perf_counter() - t0, st["prefill_s"], st["steps"], st["decode_s"], cuda_memory(self.device))
         return [r.result for r in reqs]
 
     def _new_req(self, spec: SampleSpec, index: int) -> _Req:

@@ -75,8 +75,9 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
 
 class StaticQwen3:
     def __init__(self, shape: Qwen3Shape, device: torch.device | str, dtype: torch.dtype, max_slots: int,
-                 max_context: int, attention: str = "auto"):
+                 max_context: int, attention: str = "auto", fuse_layers: bool = True):
         self.shape, self.device, self.dtype = shape, torch.device(device), dtype
+        self.fuse_layers = bool(fuse_layers)  # decode: post_pre across layer boundaries (False: pre + post per layer)
         self.max_slots, self.max_context = int(max_slots), int(max_context)
         self.attention = self.resolve_attention(attention, self.device, shape)
         s, dev = shape, self.device
@@ -141,16 +142,27 @@ class StaticQwen3:
             cos, sin = cos[:, None, :], sin[:, None, :]
             h = rms_norm(x, ln1, eps)
             qkv = F.linear(h, w_qkv)
-            q = rms_norm(qkv[:, :qd].reshape(-1, Hq, D), qn, eps)
-            k = rms_norm(qkv[:, qd : qd + kd].reshape(-1, Hkv, D), kn, eps)
-            v = qkv[:, qd + kd :].reshape(-1, Hkv, D)
-            return rope(q, cos, sin), rope(k, cos, sin), v
+            # q and k heads normed and rotated as one [N, Hq + Hkv, D] tensor (one kernel, the same
+            # per-head arithmetic as two); q, k, v are views into it and qkv (the Triton attention
+            # reads them through their strides)
+            w = torch.cat((qn.expand(Hq, D), kn.expand(Hkv, D)))
+            qk = rope(rms_norm(qkv[:, : qd + kd].reshape(-1, Hq + Hkv, D), w, eps), cos, sin)
+            return qk[:, :Hq], qk[:, Hq:], qkv[:, qd + kd :].reshape(-1, Hkv, D)
 
         def post(x, o, w_o, ln2, w_gu, w_down):  # o: attention output, any shape with N * Hq * D elements
             x = x + F.linear(o.reshape(x.shape[0], qd), w_o)
             h = rms_norm(x, ln2, eps)
             gu = F.linear(h, w_gu)
             return x + F.linear(F.silu(gu[:, :Fd]) * gu[:, Fd:], w_down)
+
+        # A layer's end and the next layer's start in one piece: the residual add fuses with the next
+        # RMSNorm (one kernel fewer per layer in decode)
+        def post_pre(x, o, w_o, ln2, w_gu, w_down, ln1, w_qkv, qn, kn, cos, sin):
+            x = post(x, o, w_o, ln2, w_gu, w_down)
+            return (x, *pre(x, ln1, w_qkv, qn, kn, cos, sin))
+
+        def post_head(x, o, w_o, ln2, w_gu, w_down, norm, lm_head):
+            return head(post(x, o, w_o, ln2, w_gu, w_down), norm, lm_head)
 
         def mid(sc, bias):  # sc [b * Hkv, G, ctx], bias [b, 1, 1, ctx] -> probabilities [b * Hkv, G, ctx]
             b, ctx = bias.shape[0], bias.shape[-1]
@@ -160,12 +172,14 @@ class StaticQwen3:
         def head(x, norm, lm_head):
             return F.linear(rms_norm(x, norm, eps), lm_head)
 
-        self._eager = dict(pre=pre, post=post, mid=mid, head=head)
-        self.pre, self.post, self.mid, self.head = pre, post, mid, head
+        self._eager = dict(pre=pre, post=post, mid=mid, head=head, post_pre=post_pre, post_head=post_head)
+        for k, f in self._eager.items():
+            setattr(self, k, f)
 
     def enable_compile(self, on: bool = True) -> None:
         if not on:
-            self.pre, self.post, self.mid, self.head = (self._eager[k] for k in ("pre", "post", "mid", "head"))
+            for k, f in self._eager.items():
+                setattr(self, k, f)
             self.compiled = False
             return
         import torch.fx.experimental._config as fx_config
@@ -177,7 +191,8 @@ class StaticQwen3:
         dynamo_config.cache_size_limit = max(dynamo_config.cache_size_limit, 64)
         dynamo_config.accumulated_cache_size_limit = max(dynamo_config.accumulated_cache_size_limit, 1024)
         c = lambda f: torch.compile(f, dynamic=True, fullgraph=True)  # noqa: E731
-        self.pre, self.post, self.mid, self.head = (c(self._eager[k]) for k in ("pre", "post", "mid", "head"))
+        for k, f in self._eager.items():
+            setattr(self, k, c(f))
         self.compiled = True
 
     def _probe_bmm_out_dtype(self) -> bool:
@@ -281,13 +296,25 @@ class StaticQwen3:
             bias = torch.zeros(b, 1, 1, ctx, device=self.device, dtype=torch.float32).masked_fill(
                 ~valid[:, None, None, :], float("-inf"))
             ar = self.ar_slots[:b]
+        def pre_w(l):
+            return self.ln1[l], self.w_qkv[l], self.qn[l], self.kn[l]
+
+        q, k, v = self.pre(x, *pre_w(0), cos, sin)
         for l in range(s.layers):
-            q, k, v = self.pre(x, self.ln1[l], self.w_qkv[l], self.qn[l], self.kn[l], cos, sin)
             if fused:  # writes k/v at pos and attends over [0, pos] of each row
                 o = decode_attention.attend(q, k, v, self.kc[l], self.vc[l], pos, ctx, self.scale)
             else:
                 self.kc[l].permute(0, 2, 1, 3)[ar, pos] = k
                 self.vc[l].permute(0, 2, 1, 3)[ar, pos] = v
                 o = self._attend(q, l, b, ctx, bias, valid)
-            x = self.post(x, o, self.w_o[l], self.ln2[l], self.w_gu[l], self.w_down[l])
-        return self.head(x, self.norm, self.lm_head)
+            mlp = (self.w_o[l], self.ln2[l], self.w_gu[l], self.w_down[l])
+            if l + 1 == s.layers:
+                break
+            if self.fuse_layers:
+                x, q, k, v = self.post_pre(x, o, *mlp, *pre_w(l + 1), cos, sin)
+            else:
+                x = self.post(x, o, *mlp)
+                q, k, v = self.pre(x, *pre_w(l + 1), cos, sin)
+        if self.fuse_layers:
+            return self.post_head(x, o, *mlp, self.norm, self.lm_head)
+        return self.head(self.post(x, o, *mlp), self.norm, self.lm_head)

@@ -14,6 +14,7 @@ architecture), ``liger`` (required: an error if it cannot be applied), ``none``.
 from __future__ import annotations
 
 import logging
+import types
 
 import torch
 
@@ -54,5 +55,32 @@ def apply(module: torch.nn.Module, mode: str, strict: bool) -> bool:
         log.info("training kernels: %s; HF's modules", why)
         return False
     mp._apply_liger_kernel_to_instance(model=module, **_KW)
-    log.info("training kernels: Liger RMSNorm/rotary/SwiGLU applied to a %s model", model_type)
+    n = unbind_instance_methods(module)
+    log.info("training kernels: Liger RMSNorm/rotary/SwiGLU applied to a %s model (%d modules)", model_type, n)
     return True
+
+
+def unbind_instance_methods(module: torch.nn.Module) -> int:
+    """Move methods bound to single module objects (``m.__dict__['forward'] = f.__get__(m)``, how Liger
+    patches an instance) onto a subclass of the module's class; returns how many modules changed.
+
+    A method bound in the instance's own dict is a reference cycle (module -> bound method -> module),
+    so a copy of the model (a full-FT sampler snapshot, ``runtime._frozen_copy``) is not freed when its
+    last reference goes but only when the cyclic garbage collector runs: measured on the H200, +5.4 GB
+    of MLP weights per 4B full-FT GRPO step (docs/performance.md). As class attributes the same
+    functions make no cycle; the behaviour is unchanged."""
+    classes: dict[tuple, type] = {}
+    n = 0
+    for m in module.modules():
+        bound = {k: v.__func__ for k, v in vars(m).items() if isinstance(v, types.MethodType) and v.__self__ is m}
+        if not bound:
+            continue
+        key = (type(m), *sorted(bound.items(), key=lambda kv: kv[0]))
+        cls = classes.get(key)
+        if cls is None:
+            cls = classes[key] = type(type(m).__name__, (type(m),), dict(bound))
+        for k in bound:
+            del m.__dict__[k]
+        m.__class__ = cls
+        n += 1
+    return n
