@@ -33,14 +33,15 @@ class MetricLoggers:
         self.tb = self.wandb_run = None
         for kind in log_to or []:
             if kind == "tensorboard":
-                from tensorboardX import SummaryWriter
+                from tensorboardX import SummaryWriter  # noqa: PLC0415 (only when chosen: its import is slow)
 
                 self.tb = SummaryWriter(logdir=str(run_dir / "tensorboard"))
             elif kind == "wandb":
                 os.environ.setdefault("WANDB_SILENT", "true")
-                import wandb
+                import wandb  # noqa: PLC0415 (only when chosen: its import takes seconds)
 
-                self.wandb_run = wandb.init(mode="offline", dir=str(run_dir), project="local-tinker-swe", name=run_dir.name,
+                self.wandb_run = wandb.init(mode="offline", dir=str(run_dir), project="local-tinker-swe",
+                                            name=run_dir.name,
                                             id=run_dir.name.replace(":", "-"), resume="allow", config=config or {},
                                             settings=wandb.Settings(console="off", x_disable_stats=True))
             else:
@@ -60,7 +61,7 @@ class MetricLoggers:
             self.tb.close()
             self.tb = None
         if self.wandb_run is not None:
-            import wandb
+            import wandb  # noqa: PLC0415 (imported in __init__ already: a lookup, not a load)
 
             self.wandb_run.finish()
             self.wandb_run = None

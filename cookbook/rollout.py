@@ -52,7 +52,8 @@ class AgentConfig:
         known = {"tools", "compact_schemas", "system_prompt", "temperature"}
         unknown = set(cfg) - known
         if unknown:
-            raise ValueError(f"unknown agent setting(s) {sorted(unknown)} in harbor.yaml agent:; known: {sorted(known)}")
+            raise ValueError(f"unknown agent setting(s) {sorted(unknown)} in harbor.yaml agent:; "
+                             f"known: {sorted(known)}")
         return cls(budgets=budgets, **cfg)
 
 
@@ -139,7 +140,8 @@ class Rollouts:
     def _task_hash(self, task: Task) -> str:
         return self._task_hashes.get(task.name) or self._task_hashes.setdefault(task.name, task.content_hash())
 
-    async def _cached(self, keys: list[str], compute: Callable[[], Awaitable[VerifyResult]]) -> tuple[VerifyResult, bool]:
+    async def _cached(self, keys: list[str],
+                      compute: Callable[[], Awaitable[VerifyResult]]) -> tuple[VerifyResult, bool]:
         """The result under any of ``keys`` (cached or being computed right now), else ``compute()``
         stored under all of them (errors are not cached)."""
         if self.reward_cache is None or not keys:
@@ -194,14 +196,16 @@ class Rollouts:
                                   grading_policy(task.config.metadata)[1])
         else:
             async def compute() -> VerifyResult:
-                return await grade_patch(task, base, self.factory, ex.patch, timeout=self.verifier_timeout, flags=outside)
+                return await grade_patch(task, base, self.factory, ex.patch, timeout=self.verifier_timeout,
+                                         flags=outside)
         return await self._cached(keys, compute)
 
     def agent(self, policy: Policy) -> SWEAgent:
         kw: dict[str, Any] = {}
         if self.cfg.system_prompt:
             kw["system_prompt"] = self.cfg.system_prompt
-        return SWEAgent(policy, self.tok, self.cfg.budgets, tools=self.cfg.tools, compact_schemas=self.cfg.compact_schemas, **kw)
+        return SWEAgent(policy, self.tok, self.cfg.budgets, tools=self.cfg.tools,
+                        compact_schemas=self.cfg.compact_schemas, **kw)
 
     async def run_one(self, task: Task, policy: Policy, failures: Failures | None = None) -> Trajectory | None:
         """One scored trajectory, or None if infrastructure kept failing."""
@@ -245,7 +249,8 @@ class Rollouts:
                     return traj
                 except Exception as e:  # noqa: BLE001  (sandbox creation / transport failure)
                     failures.retries += int(attempt < self.max_retries)
-                    log.warning("rollout of %s: infrastructure error %s: %s (attempt %d)", task.name, type(e).__name__, e, attempt + 1)
+                    log.warning("rollout of %s: infrastructure error %s: %s (attempt %d)", task.name,
+                                type(e).__name__, e, attempt + 1)
                 finally:
                     if sb is not None:
                         try:

@@ -8,17 +8,24 @@ import logging
 import random
 import re
 import shlex
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from transformers import AutoTokenizer
+from unidiff import PatchSet
+
 from services.common.config import load_config
 from services.common.paths import DATASETS_DIR, REPO_ROOT
-from services.tasks.prepare import ImageRef
+from services.sandbox.client import SandboxManagerClient
+from services.tasks.hostsandbox import HostSandbox
+from services.tasks.prepare import ImageRef, base_of, prepare_tasks
 from services.tasks.task import Task, load_dataset
 
 from .agent.chat_format import tool_call_text
 from .agent.scripted import gold_turns
+from .modelservice.agent_runner import MiniSweAgent
 from .modelservice.rock_pull import RockPullMiniSweAgent
 from .presets import PRESETS
 from .rollout import AgentConfig, Rollouts
@@ -55,8 +62,6 @@ async def prepare_bases(tasks: list[Task], backend: str = "local") -> dict[str, 
     """Scrubbed single-commit bases (the sandboxes' lower layers); idempotent and quick. With the
     docker backend, tasks whose repo lives in their image get their scrubbed image instead (an
     ``ImageRef``; services/sandbox/docker_images.py)."""
-    from services.tasks.prepare import base_of, prepare_tasks
-
     manifest = await prepare_tasks(tasks, PREP_DIR, validate=False, progress=False, log=lambda s: log.info(s),
                                    backend=backend)
     out = {}
@@ -71,16 +76,12 @@ async def prepare_bases(tasks: list[Task], backend: str = "local") -> dict[str, 
 def sandbox_factory(ep: Endpoints, kind: str):
     """``manager`` (isolated sandboxes from the sandbox manager) or ``host`` (dev only, NO isolation)."""
     if kind == "host":
-        from services.tasks.hostsandbox import HostSandbox
-
         async def host(base: Path):
             if isinstance(base, ImageRef):
                 raise SystemExit(f"image {base}: tasks whose repo lives in their image need the sandbox manager's "
                                  "docker backend (--sandbox manager --sandbox-backend docker)")
             return await HostSandbox.create(base_dir=base)
         return host
-    from services.sandbox.client import SandboxManagerClient
-
     clients: dict[Any, SandboxManagerClient] = {}
     rock = load_config("harbor").get("sandbox") or {}   # a ROCK admin: sandbox.image and default_limits
 
@@ -161,8 +162,8 @@ def _base_text(task: Task, rel: str) -> str | None:
         if "dir" in src:
             return (Path(src["dir"]) / rel).read_text()
         if "git" in src:
-            import subprocess
-            r = subprocess.run(["git", "-C", str(src["git"]), "show", f"{src['commit']}:{rel}"], capture_output=True, text=True)
+            r = subprocess.run(["git", "-C", str(src["git"]), "show", f"{src['commit']}:{rel}"], capture_output=True,
+                               text=True)
             return r.stdout if r.returncode == 0 else None
     except (OSError, UnicodeDecodeError):
         return None
@@ -174,8 +175,6 @@ def _hunks(diff: str, base_text=lambda rel: None) -> list[tuple[str, str | None,
     new file, whose new text is its whole content. A deleted or binary file has no such edit. Each
     edit keeps only as much of the hunk's context as makes old unique in the base file
     (``base_text(path)``; unknown: the changed lines plus an anchor for insertions)."""
-    from unidiff import PatchSet
-
     out: list[tuple[str, str | None, str]] = []
     for f in PatchSet(diff):
         if f.is_removed_file or f.is_binary_file:
@@ -225,8 +224,6 @@ async def make_context(ep: Endpoints, tasks: list[Task], sandbox: str, preset: s
                        reward_cache: bool = False, agent: str = "builtin") -> RunContext:
     """``agent``: builtin (cookbook.agent.SWEAgent) or mini-swe-agent (unmodified, in the sandbox, through
     the in-process ModelService: cookbook/modelservice/agent_runner.py)."""
-    from transformers import AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(ep.tokenizer_path)
     bases = await prepare_bases(tasks, ep.sandbox_backend if sandbox == "manager" else "local")
     acfg = agent_config(preset)
@@ -236,8 +233,6 @@ async def make_context(ep: Endpoints, tasks: list[Task], sandbox: str, preset: s
         if sandbox != "manager":
             raise SystemExit("--agent mini-swe-agent needs --sandbox manager (its model calls reach the ModelService "
                              "through a socket bound into the sandbox)")
-        from .modelservice.agent_runner import MiniSweAgent
-
         if ep.sandbox_flavor == "rock":   # no binds into ROCK sandboxes: ROCK's ModelService pull pattern
             black_box = RockPullMiniSweAgent(tok, acfg.budgets)
         else:

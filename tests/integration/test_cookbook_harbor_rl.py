@@ -24,6 +24,7 @@ import time
 import tomllib
 
 import pytest
+import tinker
 
 from helpers import REPO, TINY_NAME
 
@@ -52,19 +53,19 @@ def _fix_command(task_dir) -> str:
 
 def _warm_start(base_url: str, htasks) -> str:
     """SFT through our backend: the recipe's initial prompt -> bash(fix) -> tool result -> 'Done.'"""
-    import tinker
-    from tinker_cookbook.recipes.harbor_rl.harbor_env import _initial_messages
-    from tinker_cookbook.recipes.harbor_rl.harbor_tools import HarborBashTool
-    from tinker_cookbook.renderers import get_renderer
-    from tinker_cookbook.renderers.base import ToolCall, TrainOnWhat
-    from tinker_cookbook.supervised.common import datum_from_model_input_weights
-    from tinker_cookbook.tokenizer_utils import get_tokenizer
+    # the recipe's modules only after the test imported services.sandbox.cookbook_adapter (it stubs modal)
+    from tinker_cookbook.recipes.harbor_rl.harbor_env import _initial_messages  # noqa: PLC0415
+    from tinker_cookbook.recipes.harbor_rl.harbor_tools import HarborBashTool  # noqa: PLC0415
+    from tinker_cookbook.renderers import get_renderer  # noqa: PLC0415
+    from tinker_cookbook.renderers.base import ToolCall, TrainOnWhat  # noqa: PLC0415
+    from tinker_cookbook.supervised.common import datum_from_model_input_weights  # noqa: PLC0415
+    from tinker_cookbook.tokenizer_utils import get_tokenizer  # noqa: PLC0415
 
     renderer = get_renderer(RENDERER, get_tokenizer(TINY_NAME))
     datums = []
     for t in htasks:
-        call = ToolCall(function=ToolCall.FunctionBody(name="bash", arguments=json.dumps({"command": _fix_command(t.task_dir)})),
-                        id="")
+        args = json.dumps({"command": _fix_command(t.task_dir)})
+        call = ToolCall(function=ToolCall.FunctionBody(name="bash", arguments=args), id="")
         msgs = _initial_messages(t, renderer, HarborBashTool(None)) + [
             {"role": "assistant", "content": "", "tool_calls": [call]},
             {"role": "tool", "content": json.dumps({"exit_code": 0, "stdout": "", "stderr": ""}), "tool_call_id": "",
@@ -86,15 +87,15 @@ def _warm_start(base_url: str, htasks) -> str:
 
 
 def test_cookbook_harbor_rl_trains_with_our_sandboxes(backend, sandbox_admin, tmp_path):
-    # first: harbor_rl without `modal`
-    from services.sandbox.cookbook_adapter import harbor_sandbox_factory, register_thread_safe_tokenizer
-    from tinker_cookbook.recipes.harbor_rl import train as harbor_train
-    from tinker_cookbook.recipes.harbor_rl.harbor_env import HarborTask
-    from tinker_cookbook.recipes.harbor_rl.harbor_tools import HarborReward
-    from tinker_cookbook.sandbox import SandboxInterface
+    # first: harbor_rl without `modal` (the adapter stubs it; so these imports stay here, in this order)
+    from services.sandbox.cookbook_adapter import harbor_sandbox_factory, register_thread_safe_tokenizer  # noqa: PLC0415, I001
+    from tinker_cookbook.recipes.harbor_rl import train as harbor_train  # noqa: PLC0415
+    from tinker_cookbook.recipes.harbor_rl.harbor_env import HarborTask  # noqa: PLC0415
+    from tinker_cookbook.recipes.harbor_rl.harbor_tools import HarborReward  # noqa: PLC0415
+    from tinker_cookbook.sandbox import SandboxInterface  # noqa: PLC0415
 
-    from services.tasks.task import load_task
-    from services.tasks.workspace import build_base
+    from services.tasks.task import load_task  # noqa: PLC0415
+    from services.tasks.workspace import build_base  # noqa: PLC0415
 
     t0 = time.time()
     register_thread_safe_tokenizer(TINY_NAME)  # the recipe renders in threads on one tokenizer
@@ -163,7 +164,8 @@ def test_cookbook_harbor_rl_trains_with_our_sandboxes(backend, sandbox_admin, tm
     reward_reads = [r for r in records if "reward.txt" in r["command"]]
     for r in records:
         if not r["command"].startswith("mkdir -p "):
-            print("  ", r["task"], r["sandbox"][:10], repr(r["command"][:100]), r["exit_code"], repr(r["stdout"][-200:]))
+            print("  ", r["task"], r["sandbox"][:10], repr(r["command"][:100]), r["exit_code"],
+                  repr(r["stdout"][-200:]))
     print("verifier runs:", [(r["task"], r["exit_code"]) for r in graded],
           "reward.txt:", [(r["task"], r["stdout"].strip()) for r in reward_reads], "control:", control)
 

@@ -7,6 +7,9 @@ import os
 import struct
 import subprocess
 
+from tensorboardX.proto import event_pb2
+from wandb.proto import wandb_internal_pb2 as pb
+
 from cookbook.metric_loggers import MetricLoggers
 
 LINES = [{"step": s, "mean_reward": 0.25 * s, "loss_per_token": 1.0 / (s + 1), "gate_reached": s == 2, "mode": "sft"}
@@ -15,8 +18,6 @@ NUMERIC = {k for k, v in LINES[0].items() if not isinstance(v, str)}
 
 
 def _tb_scalars(logdir):
-    from tensorboardX.proto import event_pb2
-
     out: dict[tuple[str, int], float] = {}
     for f in logdir.iterdir():
         data = f.read_bytes()
@@ -32,8 +33,6 @@ def _tb_scalars(logdir):
 
 def _wandb_history(path):
     """W&B's .wandb file: a 7-byte header, then LevelDB-log records (crc32, u16 length, type) in 32 KiB blocks."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
     data, pos, buf, rows = path.read_bytes(), 7, b"", []
     while pos + 7 <= len(data):
         if 32768 - pos % 32768 < 7:

@@ -11,10 +11,17 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+import tinker
 import yaml
+from safetensors.numpy import load_file
+from tinker import types
 
-from helpers import REPO, read_json as _json, run_sh as _run
+from cookbook.agent.trajectory import Trajectory
+from helpers import REPO
+from helpers import read_json as _json
+from helpers import run_sh as _run
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing (bash setup.sh system)")
 TASKS = ["--task-id", "absolute", "--task-id", "clamp"]
@@ -22,7 +29,8 @@ TASKS = ["--task-id", "absolute", "--task-id", "clamp"]
 
 def test_sft_then_grpo_ppo_write_documented_results(running_module):
     tmp, env = running_module
-    sft = _run(env, "sft", "--preset", "quickstart", *TASKS, "--num-steps", "2", "--batch-size", "2", "--eval-every", "2",
+    sft = _run(env, "sft", "--preset", "quickstart", *TASKS, "--num-steps", "2", "--batch-size", "2",
+               "--eval-every", "2",
                "--eval-n", "2", "--eval-from", "1", "--save-every", "1",
                "--gate-min-gold-p", "0")  # the preset's 0.15 would skip the sampled check this early
     res = _json(sft / "results" / "sft" / "result.json")
@@ -46,7 +54,8 @@ def test_sft_then_grpo_ppo_write_documented_results(running_module):
     grpo = _run(env, "grpo", "--preset", "quickstart", *TASKS, "--num-steps", "2", "--group-size", "2",
                 "--groups-per-step", "2", "--save-state", "final", "--learning-rate", "1e-3")
     res = _json(grpo / "results" / "grpo" / "result.json")
-    assert res["init_from"] == _json(sft / "results" / "sft" / "result.json")["final_checkpoint"], "grpo warm-starts from sft"
+    sft_final = _json(sft / "results" / "sft" / "result.json")["final_checkpoint"]
+    assert res["init_from"] == sft_final, "grpo warm-starts from sft"
     assert len(res["steps"]) == 2
     for s in res["steps"]:
         for k in ("step", "mean_reward", "n_rollouts", "failures", "group_returns", "group_advantages", "timings"):
@@ -67,19 +76,17 @@ def test_sft_then_grpo_ppo_write_documented_results(running_module):
     html = (grpo / "viewer.html").read_text()
     assert "<details>" in html and "reward_curve.png" in html
 
-    ppo = _run(env, "ppo", "--preset", "quickstart", *TASKS, "--num-steps", "1", "--group-size", "2", "--groups-per-step", "2",
+    ppo = _run(env, "ppo", "--preset", "quickstart", *TASKS, "--num-steps", "1", "--group-size", "2",
+               "--groups-per-step", "2",
                "--init-from", "none")
     assert _json(ppo / "results" / "ppo" / "result.json")["steps"][0]["n_rollouts"] == 4
 
 
 def _final_logprobs(env, path: str, ids: list[int] | None = None) -> list[float]:
     """The logprob of each next token of ``ids`` (default: a fixed 40-token sequence) under checkpoint ``path``."""
-    import numpy as np
-    import tinker
-    from tinker import types
-
     rt = yaml.safe_load((Path(env["LTS_CONFIG_DIR"]) / "runtime.yaml").read_text())
-    sc = tinker.ServiceClient(base_url=f"http://127.0.0.1:{rt['backend']['port']}", api_key=rt["backend"]["api_keys"][0])
+    sc = tinker.ServiceClient(base_url=f"http://127.0.0.1:{rt['backend']['port']}",
+                              api_key=rt["backend"]["api_keys"][0])
     tc = sc.create_training_client_from_state(path).result(timeout=120)
     ids = ids or list(range(100, 140))
     d = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
@@ -89,18 +96,15 @@ def _final_logprobs(env, path: str, ids: list[int] | None = None) -> list[float]
 
 def _adapter(env, path: str) -> dict:
     """The LoRA weights of checkpoint ``path``, read from the backend's state directory."""
-    from safetensors.numpy import load_file
-
     rt = yaml.safe_load((Path(env["LTS_CONFIG_DIR"]) / "runtime.yaml").read_text())
     model_id, kind, name = path.removeprefix("tinker://").split("/")
-    return load_file(str(Path(rt["backend"]["state_dir"]) / "checkpoints" / model_id / kind / name / "adapter_model.safetensors"))
+    ck = Path(rt["backend"]["state_dir"]) / "checkpoints" / model_id / kind / name
+    return load_file(str(ck / "adapter_model.safetensors"))
 
 
 def _kl_from_start(env, start: str, final: str, rollouts: list[Path]) -> float:
     """KL(start || final) estimated on trajectories sampled from the start policy: the mean over their
     sampled tokens of log p_start - log p_final (one forward pass per trajectory and checkpoint)."""
-    import numpy as np
-
     diffs = []
     for r in rollouts:
         seg = _json(r)["trajectory"]["segments"][0]
@@ -115,7 +119,8 @@ def warm(running_module):
     """A short SFT on the two tasks (about 20 s): after it the sampled policy solves them about half the
     time, so GRPO/PPO groups have nonzero rewards and variance: training really happens."""
     tmp, env = running_module
-    sft = _run(env, "sft", "--preset", "quickstart", *TASKS, "--num-steps", "50", "--batch-size", "8", "--eval-every", "0",
+    sft = _run(env, "sft", "--preset", "quickstart", *TASKS, "--num-steps", "50", "--batch-size", "8",
+               "--eval-every", "0",
                "--seed", "0")
     res = _json(sft / "results" / "sft" / "result.json")
     assert min(res["gold_p_final"].values()) > 0.02, res["gold_p_final"]
@@ -125,8 +130,6 @@ def warm(running_module):
 def test_kill9_client_then_resume_matches_uninterrupted_run(warm):
     """Default --save-every (5), 8 steps: killed after step 5 is logged (the last checkpoint is after step 4),
     --resume reruns steps 5.. from that checkpoint with its rng/order state; nothing lost, nothing doubled."""
-    import numpy as np
-
     tmp, env, ck = warm
     args = ["grpo", "--preset", "quickstart", *TASKS, "--num-steps", "8", "--group-size", "4", "--groups-per-step", "2",
             "--init-from", ck, "--seed", "3", "--learning-rate", "3e-3"]
@@ -135,7 +138,8 @@ def test_kill9_client_then_resume_matches_uninterrupted_run(warm):
     assert sum(s["train_transitions"] for s in fres["steps"]) > 0 and any(s["mean_reward"] > 0 for s in fres["steps"])
 
     run_dir = tmp / "runs" / "killed"
-    p = subprocess.Popen([str(REPO / ".venv-control/bin/python"), "-m", "cookbook.cli", *args, "--run-dir", str(run_dir)],
+    p = subprocess.Popen([str(REPO / ".venv-control/bin/python"), "-m", "cookbook.cli", *args,
+                          "--run-dir", str(run_dir)],
                          cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     res_path = run_dir / "results" / "grpo" / "result.json"
     deadline = time.time() + 300
@@ -158,7 +162,8 @@ def test_kill9_client_then_resume_matches_uninterrupted_run(warm):
     assert [json.loads(l)["step"] for l in (run_dir / "metrics.jsonl").read_text().splitlines()] == list(range(8))
     assert [c["step"] for c in res["checkpoints"]] == [5, 8]
     for a, b in zip(fres["steps"], res["steps"]):  # the same data, lr schedule and rewards, step by step
-        assert (a["learning_rate"], a["group_returns"], a["tasks"]) == (b["learning_rate"], b["group_returns"], b["tasks"])
+        assert ((a["learning_rate"], a["group_returns"], a["tasks"])
+                == (b["learning_rate"], b["group_returns"], b["tasks"]))
     start, a, b = (_adapter(env, p) for p in (ck, fres["final_checkpoint"], res["final_checkpoint"]))
     moved = max(float(np.abs(a[k] - start[k]).max()) for k in a)
     diff = max(float(np.abs(a[k] - b[k]).max()) for k in a)
@@ -175,15 +180,18 @@ def test_ppo_kl_penalty_holds_the_policy_near_its_warm_start(warm):
     kls, measured, refs = {}, {}, {}
     for beta in ("0", "0.5"):
         d = _run(env, "ppo-kl", "--preset", "quickstart", *TASKS, "--num-steps", "3", "--group-size", "4",
-                 "--groups-per-step", "2", "--kl-beta", beta, "--init-from", ck, "--seed", "3", "--learning-rate", "3e-3")
+                 "--groups-per-step", "2", "--kl-beta", beta, "--init-from", ck, "--seed", "3",
+                 "--learning-rate", "3e-3")
         res = _json(d / "results" / "ppo-kl" / "result.json")
         refs[beta] = res.get("kl_reference")
         steps = res["steps"]
-        assert all(s["train_transitions"] == s["n_rollouts"] > 0 for s in steps), [(s["train_transitions"], s["n_rollouts"]) for s in steps]
+        assert all(s["train_transitions"] == s["n_rollouts"] > 0 for s in steps), [
+            (s["train_transitions"], s["n_rollouts"]) for s in steps]
         assert any(s["mean_reward"] > 0 for s in steps)
         assert all(s["kl_beta"] == float(beta) and 0 <= s["kl_per_token"] < 10 for s in steps)
         kls[beta] = sum(s["kl_per_token"] for s in steps)
-        measured[beta] = _kl_from_start(env, ck, res["final_checkpoint"], sorted((d / "step_000").glob("rollout_0[0-3].json")))
+        first = sorted((d / "step_000").glob("rollout_0[0-3].json"))
+        measured[beta] = _kl_from_start(env, ck, res["final_checkpoint"], first)
     print(f"ppo-kl: sum of the per-step KL the runs report {kls}; KL(start || final) measured {measured}")
     assert kls["0"] > 0 and measured["0"] > 0, (kls, measured)  # unpenalised, the policy moves away from its start
     assert kls["0.5"] < kls["0"], kls
@@ -197,8 +205,6 @@ def test_grpo_with_mini_swe_agent_from_the_sft_warm_start(warm):
     every rollout graded and captured token-exactly. The warm start taught the builtin agent's format,
     so rewards may be 0 here (nothing to train): tests/modelservice/test_black_box_rollouts.py trains on
     such trajectories (nonzero transitions, weights moved) with a stand-in for the model."""
-    from cookbook.agent.trajectory import Trajectory
-
     tmp, env, init = warm
     run = _run(env, "grpo", "--agent", "mini-swe-agent", "--preset", "quickstart", *TASKS, "--num-steps", "2",
                "--group-size", "2", "--groups-per-step", "1", "--init-from", init)

@@ -8,6 +8,8 @@ import json
 import shutil
 import subprocess
 
+import matplotlib.image as mpimg
+import numpy as np
 import pytest
 
 from cookbook.report import write_reports
@@ -17,9 +19,6 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shuti
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium (apt-get install chromium)")
 def test_viewer_and_reward_curve_render_in_headless_chromium(tmp_path):
-    import matplotlib.image as mpimg
-    import numpy as np
-
     run = tmp_path / "grpo-render"
     steps = [{"step": i, "mean_reward": 0.3 + 0.05 * i, "n_rollouts": 64, "time_s": 6.0,
               "failures": {"infra": 0, "agent": 0, "verifier": 0, "retries": 0}} for i in range(10)]

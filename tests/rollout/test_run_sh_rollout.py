@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
-import tempfile
+import time
 from pathlib import Path
 
 import pytest
+
 from helpers import REPO
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing (bash setup.sh system)")
@@ -38,8 +40,8 @@ def test_run_sh_rollout_embedded_default(isolated_config):
     env = dict(os.environ, LTS_CONFIG_DIR=str(cfg), LTS_RUNS_DIR=str(tmp / "runs"))
     env.pop("TINKER_API_KEY", None)
     env.pop("TINKER_BASE_URL", None)
-    r = subprocess.run(["bash", "run.sh", "rollout", "--task-id", "absolute", "--preset", "quickstart"], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(["bash", "run.sh", "rollout", "--task-id", "absolute", "--preset", "quickstart"], cwd=REPO,
+                       env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     first = next((l for l in r.stdout.splitlines() if l.startswith("Run directory: ")), "")
     assert first, r.stdout[-2000:]
@@ -65,15 +67,12 @@ def test_run_sh_rollout_embedded_default(isolated_config):
 
 def test_sigterm_while_a_service_starts_leaves_nothing_behind(isolated_config):
     """Stopping a run while it is still starting the backend stops that backend too."""
-    import signal
-    import time
-
     tmp, cfg = isolated_config
     env = dict(os.environ, LTS_CONFIG_DIR=str(cfg), LTS_RUNS_DIR=str(tmp / "runs"))
     env.pop("TINKER_API_KEY", None)
     run_dir = tmp / "runs" / "interrupted"
-    p = subprocess.Popen([str(REPO / ".venv-control/bin/python"), "-m", "cookbook.cli", "rollout", "--task-id", "absolute",
-                          "--preset", "quickstart", "--run-dir", str(run_dir)], cwd=REPO, env=env,
+    p = subprocess.Popen([str(REPO / ".venv-control/bin/python"), "-m", "cookbook.cli", "rollout", "--task-id",
+                          "absolute", "--preset", "quickstart", "--run-dir", str(run_dir)], cwd=REPO, env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
     while "starting backend" not in ((run_dir / "client.log").read_text() if (run_dir / "client.log").exists() else ""):
