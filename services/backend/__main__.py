@@ -127,8 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         log.info("stopping the scheduler (served %.0fs)", time.time() - t0)
         state.scheduler.stop()
-        if state.runtime is not None:  # the Ray runtime stops its actors (and private cluster)
-            state.runtime.close()
+        state.runtime.close()  # the Ray runtime stops its actors (and private cluster)
         state.store.close()
         log.info("backend stopped")
     return 0

@@ -38,10 +38,6 @@ class CheckpointPath:
     kind: str
     name: str
 
-    @property
-    def uri(self) -> str:
-        return uri(self.model_id, self.kind, self.name)
-
     def directory(self, root: Path) -> Path:
         return root / self.model_id / self.kind / self.name
 

@@ -7,7 +7,7 @@ import copy
 import logging
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -34,18 +34,15 @@ class TrainableModel:
     optimizer: torch.optim.Optimizer
     params: list[torch.nn.Parameter]
     steps: int = 0
-    version: int = 0                    # bumped by every optim_step / load
-    has_grads: bool = False
 
 
 @dataclass
 class SamplerWeights:
-    key: str                            # "base" or a snapshot id
+    key: str                            # a snapshot id ("snap:...") or a checkpoint ("ckpt:<dir>")
     base_model: str
+    config: TrainConfig                 # what it was trained as (to spill it to disk and reload it)
     adapter: str | None = None          # LoRA snapshot adapter name
     module: torch.nn.Module | None = None  # full-weights snapshot
-    last_used: float = field(default_factory=time.time)
-    config: TrainConfig | None = None   # what it was trained as (to spill it to disk and reload it)
 
 
 def set_threads(n: int | None) -> None:

@@ -138,10 +138,11 @@ class TrainerRank:
         if tm.adapter:
             state = self.rt.base(tm.config.base_model).adapter_state(tm.adapter)
         else:
+            assert tm.module is not None  # full fine-tuning
             state = tm.module.state_dict()
         return tm.config.to_json(), {k: v.detach().cpu().contiguous() for k, v in state.items()}
 
-    def grads(self, model_id: str) -> dict[str, Any]:
+    def grads(self, model_id: str) -> dict[int, Any]:
         """Current gradients by parameter index (tests compare ranks with one process)."""
         return {i: p.grad.detach().cpu().clone() for i, p in enumerate(self.rt.trainable(model_id).params)
                 if p.grad is not None}
@@ -190,6 +191,7 @@ class SamplerReplica:
     def sample(self, base_model: str, key: str | None, source: tuple | None,
                specs: list[SampleSpec]) -> list[SampleResult]:
         if key is not None and not self.rt.has_sampler(key):
+            assert source is not None  # the driver sends the source with every key
             self.install(key, source)  # evicted here, or this replica was restarted
         return self.rt.sample(base_model, key, specs)
 

@@ -233,7 +233,7 @@ async def save_weights_for_sampler(request: Request, B: Api):
     if dup:
         return {"request_id": dup, "model_id": mr.model_id}
     save = wire.save_weights_for_sampler(body)
-    row = B.store.model(mr.model_id)
+    row = B.model_row(mr.model_id)
     rid = _new_model_future(B, "save_weights_for_sampler", mr, raw)
     B.submit(SaveForSamplerJob(rid, mr.model_id, mr.seq_id, save, row["session_id"], row["base_model"]))
     return {"request_id": rid, "model_id": mr.model_id}
@@ -257,6 +257,7 @@ async def load_weights(request: Request, B: Api):
         rid = B.new_future("load_weights", req.model_id, req.seq_id, raw)
         B.submit(LoadWeightsJob(rid, req.model_id, req.seq_id, req.path, ck, req.with_optimizer, None))
         return {"request_id": rid, "model_id": req.model_id}
+    assert req.session_id is not None and req.model_seq_id is not None  # wire.load_weights: a new model's fields
     B.session_row(req.session_id)
     cfg = TrainConfig(**meta["train_config"])
     if req.base_model and req.base_model != cfg.base_model:
@@ -352,6 +353,8 @@ async def retrieve_future(request: Request, B: Api):
         except asyncio.TimeoutError:
             return json_response({"type": "try_again", "request_id": rid, "queue_state": "active"}, 408)
         row = B.store.future(rid)
+        if row is None:  # deleted meanwhile (future_ttl_s)
+            raise NotFound(f"unknown request_id {rid!r}")
     B.events.pop(rid, None)
     B.store.mark_retrieved(rid)
     if row["status"] == "failed":

@@ -162,7 +162,6 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
                 loss, outs, n_clipped = microbatch_loss(module, batch, req.loss_fn, fn, cfg, dev, req.forward_only)
                 if not req.forward_only and loss.requires_grad:
                     loss.backward()
-                    tm.has_grads = True
             module.train(False)
             for i, out in zip(mb, outs):
                 results[i] = out
@@ -191,8 +190,6 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
         tm.optimizer.step()
         tm.optimizer.zero_grad(set_to_none=True)
         tm.steps += 1
-        tm.version += 1
-        tm.has_grads = False
         return {"grad_norm:mean": gnorm, "lr:mean": lr, "step:max": float(tm.steps)}
 
 
@@ -213,7 +210,6 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
         checkpoint_io.load_weights(base, tm, path)
         if with_optimizer:
             checkpoint_io.load_optimizer(tm, path, base.device)
-        tm.version += 1
 
     # ------------------------------------------------------------------ sampler weights (snapshots.py)
     def release(self, model_ids: list[str], sampler_keys: list[str]) -> None:

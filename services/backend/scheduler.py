@@ -128,6 +128,8 @@ class _Chunked:
 
 
 class Scheduler:
+    runtime: RuntimeAPI  # made by the worker thread before ``ready`` is set (``startup_error`` if that failed)
+
     def __init__(self, runtime_factory: Callable[[], RuntimeAPI], store: Store, on_done: Callable[[str], None],
                  gap_timeout_s: float = 1.0, batch_window_s: float = 0.002, sample_round_tokens: int = 16384):
         self.store = store
@@ -136,7 +138,6 @@ class Scheduler:
         self.gap_timeout_s = gap_timeout_s
         self.batch_window_s = batch_window_s
         self._factory = runtime_factory
-        self.runtime: RuntimeAPI | None = None
         self._cv = threading.Condition()
         self._general: list[Job] = []                         # jobs without a model order
         self._train: dict[str, dict[int, ModelJob]] = defaultdict(dict)
@@ -147,7 +148,6 @@ class Scheduler:
         self.ready = threading.Event()
         self.startup_error: str | None = None
         self._thread = threading.Thread(target=self._main, name="scheduler", daemon=True)
-        self.busy_s = 0.0
         self._handlers: dict[type, Callable[[Any], Result]] = {
             CreateModelJob: self.process_create_model, UnloadModelJob: self.process_unload_model,
             ForwardBackwardJob: self.process_forward_backward, OptimStepJob: self.process_optim_step,
@@ -334,7 +334,6 @@ class Scheduler:
             if job.request_id:
                 self.store.fail(job.request_id, f"internal error in {kind}: {type(e).__name__}: {e}", "server")
         finally:
-            self.busy_s += time.time() - t0
             log.debug("%s %.3fs", kind, time.time() - t0)
         if job.request_id:
             self.on_done(job.request_id)
@@ -439,7 +438,6 @@ class Scheduler:
             log.error("sampling batch failed:\n%s", traceback.format_exc())
             outs = [(o, None, (f"internal error while sampling: {type(e).__name__}: {e}", "server")) for o in owners]
         dt = time.time() - t0
-        self.busy_s += dt
         log.debug("sampling round: %d requests, %d sequences, %.3fs", len(specs), sum(s.num_samples for s in specs), dt)
         return outs
 

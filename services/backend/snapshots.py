@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+from abc import abstractmethod
 from collections import OrderedDict
 from pathlib import Path
 
@@ -16,14 +17,14 @@ from transformers import AutoModelForCausalLM
 
 from . import checkpoint_io, checkpoints
 from .models import BaseModel, SamplerWeights, TrainableModel, frozen_copy
-from .runtime_api import TrainConfig
+from .runtime_api import RuntimeAPI, TrainConfig
 
 log = logging.getLogger("backend.runtime")
 
 
-class SamplerSnapshots:
-    """Mixed into ``runtime.Runtime``, whose ``__init__`` sets the attributes below; uses its
-    ``base``, ``trainable`` and ``new_adapter_name`` too."""
+class SamplerSnapshots(RuntimeAPI):
+    """The sampler-weights part of ``runtime.Runtime`` (its base class), whose ``__init__`` sets the
+    attributes below and which implements ``trainable`` and ``new_adapter_name``."""
 
     samplers: OrderedDict[str, SamplerWeights]
     spilled: dict[str, Path]             # evicted in-memory snapshots, on disk until asked for again
@@ -35,6 +36,12 @@ class SamplerSnapshots:
     trainables: dict[str, TrainableModel]
     dtype: torch.dtype
     checkpoint_dir: Path
+
+    @abstractmethod
+    def trainable(self, model_id: str) -> TrainableModel: ...
+
+    @abstractmethod
+    def new_adapter_name(self, prefix: str) -> str: ...
 
     def snapshot_for_sampler(self, model_id: str, key: str) -> SamplerWeights:
         """Copy a training model's current weights into sampler weights (in memory)."""

@@ -31,7 +31,6 @@ class BackendState:
         self.tenants = tenants.Tenants(checkpoint_dir.parent / "owners.sqlite3", keys)
         self.long_poll_s = float(cfg.get("long_poll_s", 25))
         self.default_max_tokens = int(cfg.get("default_max_tokens", 256))
-        scheduler.sample_round_tokens = int(cfg.get("sample_round_tokens", scheduler.sample_round_tokens))
         self.limits = wire.Limits.from_config(cfg)   # body size, LoRA rank, tokens per request
         self.events: dict[str, asyncio.Event] = {}
         self.loop: asyncio.AbstractEventLoop | None = None

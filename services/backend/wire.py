@@ -208,8 +208,14 @@ def sample_result(sequences: list[tuple], prompt_logprobs: Any, topk_prompt: Any
 
 
 # ---------------------------------------------------------------------- training requests
-@dataclass(frozen=True)
-class CreateModel:
+class WireModel(BaseModel):
+    """A checked request, as the layers below receive it (built by the parse function after its checks;
+    strict: a wrong type here is a bug in the parse function, not the caller's)."""
+
+    model_config = ConfigDict(frozen=True, strict=True, arbitrary_types_allowed=True)
+
+
+class CreateModel(WireModel):
     session_id: str
     model_seq_id: int
     config: TrainConfig
@@ -238,11 +244,10 @@ def create_model(body: dict, limits: Limits) -> CreateModel:
     check_optimizer(body.get("optimizer_config"))
     cfg = train_config(base_model, body.get("lora_config"), limits)
     _, meta = stored_fields(body)
-    return CreateModel(sid, seq, cfg, meta)
+    return CreateModel(session_id=sid, model_seq_id=seq, config=cfg, user_metadata=meta)
 
 
-@dataclass(frozen=True)
-class ModelRequest:
+class ModelRequest(WireModel):
     """A request on one training model, ordered by ``seq_id`` among that model's requests."""
 
     model_id: str
@@ -250,7 +255,7 @@ class ModelRequest:
 
 
 def model_request(body: dict) -> ModelRequest:
-    return ModelRequest(field(body, "model_id", str), field(body, "seq_id", int, required=False))
+    return ModelRequest(model_id=field(body, "model_id", str), seq_id=field(body, "seq_id", int, required=False))
 
 
 def forward_backward(raw: bytes, content_type: str, content_encoding: str, limits: Limits,
@@ -346,8 +351,7 @@ def optim_step(body: dict) -> dict[str, float]:
     return adam_params(body.get("adam_params") or {})
 
 
-@dataclass(frozen=True)
-class SaveWeights:
+class SaveWeights(WireModel):
     name: str
     overwrite: bool
     user_metadata: dict[str, Any]
@@ -357,11 +361,11 @@ class SaveWeights:
 def save_weights(body: dict) -> SaveWeights:
     name = checkpoints.check_name(body.get("path"))
     _, meta = stored_fields(body)
-    return SaveWeights(name, bool(body.get("overwrite", False)), meta, check_ttl(body.get("ttl_seconds")))
+    return SaveWeights(name=name, overwrite=bool(body.get("overwrite", False)), user_metadata=meta,
+                       ttl=check_ttl(body.get("ttl_seconds")))
 
 
-@dataclass(frozen=True)
-class SaveForSampler:
+class SaveForSampler(WireModel):
     name: str | None                     # a sampler checkpoint on disk ...
     sampling_session_seq_id: int | None  # ... and/or an in-memory snapshot for a sampling session
     user_metadata: dict[str, Any]
@@ -377,20 +381,20 @@ def save_weights_for_sampler(body: dict) -> SaveForSampler:
         checkpoints.check_name(name)
     _int_or_none(body, "sampling_session_seq_id", "sampling_session_seq_id")
     _, meta = stored_fields(body)
-    return SaveForSampler(name, sseq, meta, check_ttl(body.get("ttl_seconds")))
+    return SaveForSampler(name=name, sampling_session_seq_id=sseq, user_metadata=meta,
+                          ttl=check_ttl(body.get("ttl_seconds")))
 
 
-@dataclass(frozen=True)
-class LoadWeights:
+class LoadWeights(WireModel):
     path: str
     checkpoint: CheckpointPath
     with_optimizer: bool
-    model_id: str | None          # into this loaded model, or (None) into a new one:
-    seq_id: int | None
-    session_id: str | None        # ... of this session
-    model_seq_id: int | None
-    base_model: str | None
-    user_metadata: dict[str, Any]
+    model_id: str | None = None   # into this loaded model, or (None) into a new one:
+    seq_id: int | None = None
+    session_id: str | None = None  # ... of this session
+    model_seq_id: int | None = None
+    base_model: str | None = None
+    user_metadata: dict[str, Any] = {}
 
 
 def load_weights(body: dict) -> LoadWeights:
@@ -398,17 +402,17 @@ def load_weights(body: dict) -> LoadWeights:
     ck = checkpoints.parse(path, ("weights",))
     with_opt = bool(body.get("optimizer", False))
     if body.get("model_id"):
-        return LoadWeights(path, ck, with_opt, body["model_id"], field(body, "seq_id", int, required=False),
-                           None, None, None, {})
+        return LoadWeights(path=path, checkpoint=ck, with_optimizer=with_opt, model_id=field(body, "model_id", str),
+                           seq_id=field(body, "seq_id", int, required=False))
     sid = field(body, "session_id", str)
     mseq = field(body, "model_seq_id", int)
     check_optimizer(body.get("optimizer_config"))
     _, meta = stored_fields(body)
-    return LoadWeights(path, ck, with_opt, None, None, sid, mseq, body.get("base_model") or None, meta)
+    return LoadWeights(path=path, checkpoint=ck, with_optimizer=with_opt, session_id=sid, model_seq_id=mseq,
+                       base_model=body.get("base_model") or None, user_metadata=meta)
 
 
-@dataclass(frozen=True)
-class SaveExternal:
+class SaveExternal(WireModel):
     model_id: str
     seq_id: int | None
     name: str
@@ -424,8 +428,8 @@ def save_weights_external(body: dict) -> SaveExternal:
         raise BadRequest("save_weights_external needs a path (the export's name)")
     seq_id = field(body, "seq_id", int, required=False)
     checkpoints.parse(checkpoints.uri(model_id, "external_weights", name), ("external_weights",))
-    return SaveExternal(model_id, seq_id, name, check_ttl(body.get("ttl_seconds")),
-                        age_recipients(body.get("age_encryption_recipients")))
+    return SaveExternal(model_id=model_id, seq_id=seq_id, name=name, ttl=check_ttl(body.get("ttl_seconds")),
+                        recipients=age_recipients(body.get("age_encryption_recipients")))
 
 
 def age_recipients(value: Any) -> list[Any]:

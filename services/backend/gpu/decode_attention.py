@@ -54,7 +54,8 @@ if triton is not None:
             offs_g = tl.arange(0, GP)
             offs_d = tl.arange(0, D)
             gmask = offs_g < G
-            q = tl.load(Q + b * s_qb + (h * G + offs_g)[:, None] * s_qh + offs_d[None, :], mask=gmask[:, None], other=0.0)
+            q = tl.load(Q + b * s_qb + (h * G + offs_g)[:, None] * s_qh + offs_d[None, :], mask=gmask[:, None],
+                        other=0.0)
             kbase = KC + b * s_cs + h * s_ch
             vbase = VC + b * s_cs + h * s_ch
             m_i = tl.full([GP], float("-inf"), tl.float32)

@@ -141,7 +141,8 @@ class StaticEngine:
         self.model = StaticQwen3(shape, self.device, dtype, opts.max_slots, opts.max_context, opts.attention,
                                  opts.fuse_layers)
         S, dev = opts.max_slots, self.device
-        self.use_graphs = (self.device.type == "cuda") if opts.cuda_graphs is None else bool(opts.cuda_graphs and self.device.type == "cuda")
+        on_cuda = self.device.type == "cuda"
+        self.use_graphs = on_cuda if opts.cuda_graphs is None else bool(opts.cuda_graphs and on_cuda)
         # host mirrors and device buffers of per-slot state
         self.h = {"tok": np.zeros(S, np.int64), "pos": np.zeros(S, np.int64), "step": np.zeros(S, np.int64),
                   "seed": np.zeros(S, np.int64), "topk": np.zeros(S, np.int64), "active": np.zeros(S, np.int64),
@@ -178,7 +179,8 @@ class StaticEngine:
         try:
             self.model.enable_compile(True)
             with torch.no_grad():
-                self.model.prefill(torch.zeros(1, 3, dtype=torch.int64, device=dev), torch.zeros(1, dtype=torch.int64, device=dev))
+                self.model.prefill(torch.zeros(1, 3, dtype=torch.int64, device=dev),
+                                   torch.zeros(1, dtype=torch.int64, device=dev))
                 self._smoke_logits = self.model.decode(z(), z(), 128)
         except Exception as e:  # noqa: BLE001
             log.warning("static engine: torch.compile of the model failed (%s: %s); eager pieces", type(e).__name__, e)
@@ -216,7 +218,8 @@ class StaticEngine:
         return 0 < len(spec.prompt) and len(spec.prompt) + max(spec.max_tokens, 1) - 1 <= self.opts.max_context
 
     # ------------------------------------------------------------------ public entry
-    def generate(self, specs: list[SampleSpec], tokenizer, poll: Callable[[], list[tuple[SampleSpec, Callable]]] | None = None
+    def generate(self, specs: list[SampleSpec], tokenizer,
+                 poll: Callable[[], list[tuple[SampleSpec, Callable]]] | None = None
                  ) -> list[SampleResult]:
         """Sample every spec (each must ``fits``). ``poll()``, if given, is called between decode
         steps and returns further (spec, callback) pairs to serve in the same loop; their results

@@ -55,7 +55,8 @@ def size_options(shape: Qwen3Shape, device: torch.device, dtype: torch.dtype, mo
         budget = float(budget_gb) * (1 << 30)
     fit = int(budget // (per_tok * eo.max_context))
     if fit < 1:
-        raise ValueError(f"sampler KV-cache budget {budget / 2**30:.1f} GB holds no sequence of {eo.max_context} tokens "
+        raise ValueError(f"sampler KV-cache budget {budget / 2**30:.1f} GB holds no sequence of {eo.max_context} "
+                         "tokens "
                          f"({per_tok * eo.max_context / 2**30:.2f} GB each): raise kv_cache_gb or lower max_context")
     if fit < eo.max_slots:
         log.info("static sampler: %d slots of %d tokens fit the %.1f GB KV budget (asked %d)", fit, eo.max_context,

@@ -122,7 +122,8 @@ class StaticQwen3:
         pow2 = shape.head_dim & (shape.head_dim - 1) == 0
         if attention == "triton" and not (decode_attention.available() and pow2):
             raise ValueError("attention 'triton' needs the triton package and a power-of-two head_dim "
-                             f"(head_dim {shape.head_dim}, triton {'present' if decode_attention.available() else 'missing'})")
+                             f"(head_dim {shape.head_dim}, "
+                             f"triton {'present' if decode_attention.available() else 'missing'})")
         if attention == "auto":
             return "triton" if device.type == "cuda" and decode_attention.available() and pow2 else "bmm"
         return attention
@@ -134,7 +135,8 @@ class StaticQwen3:
         dynamic-shape compile serves every layer, batch bucket and prefill length), which cuts the
         decode step from ~55 kernels per layer to ~15."""
         s = self.shape
-        eps, qd, kd, Hq, Hkv, D, Fd, scale, dt = s.eps, self.qd, self.kd, s.heads, s.kv_heads, s.head_dim, s.ffn, self.scale, self.dtype
+        eps, qd, kd, Hq, Hkv, D, Fd = s.eps, self.qd, self.kd, s.heads, s.kv_heads, s.head_dim, s.ffn
+        scale, dt = self.scale, self.dtype
 
         # Inputs are fresh tensors or fixed-shape weight views: views of varying shape would make
         # Dynamo guard on their bases and recompile.
@@ -182,10 +184,10 @@ class StaticQwen3:
                 setattr(self, k, f)
             self.compiled = False
             return
-        import torch.fx.experimental._config as fx_config
+        import torch.fx.experimental._config as fx_config  # noqa: PLC0415  (compiler config: only when compiling)
 
         fx_config.use_duck_shape = False  # a batch that equals some head count must not add guards
-        import torch._dynamo.config as dynamo_config
+        import torch._dynamo.config as dynamo_config  # noqa: PLC0415  (importing dynamo is slow: only when compiling)
 
         # one entry per model shape x (dynamic, size-1 specialisations): raise the per-function limit
         dynamo_config.cache_size_limit = max(dynamo_config.cache_size_limit, 64)
@@ -265,7 +267,8 @@ class StaticQwen3:
         self.kc[:, dst, :, :length] = self.kc[:, src : src + 1, :, :length]
         self.vc[:, dst, :, :length] = self.vc[:, src : src + 1, :, :length]
 
-    def _attend(self, q: torch.Tensor, l: int, b: int, ctx: int, bias: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    def _attend(self, q: torch.Tensor, l: int, b: int, ctx: int, bias: torch.Tensor,
+                valid: torch.Tensor) -> torch.Tensor:
         s = self.shape
         K = self.kc[l][:b, :, :ctx]
         Vv = self.vc[l][:b, :, :ctx]

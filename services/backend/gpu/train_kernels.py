@@ -34,7 +34,7 @@ def resolve(mode: str | None, device: str) -> str:
 
 def _liger():
     try:
-        from liger_kernel.transformers import monkey_patch
+        from liger_kernel.transformers import monkey_patch  # noqa: PLC0415  (optional GPU install, gpu.txt)
     except ImportError:
         return None
     return monkey_patch
