@@ -24,6 +24,7 @@ from .errors import BadRequest, NotFound
 
 log = logging.getLogger("backend.checkpoints")
 
+SCHEME = "tinker://"
 META = "meta.json"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 KINDS = {"weights": "training", "sampler_weights": "sampler", "external_weights": "external"}  # dir -> SDK type
@@ -43,14 +44,14 @@ class CheckpointPath:
 
 
 def uri(model_id: str, kind: str, name: str) -> str:
-    return f"tinker://{model_id}/{kind}/{name}"
+    return f"{SCHEME}{model_id}/{kind}/{name}"
 
 
 def parse(path: Any, kinds: tuple[str, ...] = LOADABLE) -> CheckpointPath:
     """``path`` as a CheckpointPath of one of ``kinds``; BadRequest (400) for anything else."""
-    if not isinstance(path, str) or not path.startswith("tinker://"):
+    if not isinstance(path, str) or not path.startswith(SCHEME):
         raise BadRequest(f"not a tinker:// path: {path!r}")
-    parts = path[len("tinker://"):].split("/")
+    parts = path[len(SCHEME):].split("/")
     if len(parts) != 3 or parts[1] not in kinds or not NAME_RE.match(parts[2]) or ".." in parts[0] or not parts[0]:
         raise BadRequest(f"malformed checkpoint path {path!r}: expected tinker://<model_id>/{'|'.join(kinds)}/<name>")
     return CheckpointPath(*parts)

@@ -112,7 +112,7 @@ def _merge_lora(model, ck: Path):
 # ---------------------------------------------------------------------- command line
 def resolve(spec: str, checkpoint_dir: Path) -> tuple[Path, str]:
     """CHECKPOINT argument -> (checkpoint directory, tinker path or description)."""
-    if spec.startswith("tinker://"):
+    if spec.startswith(checkpoints.SCHEME):
         try:
             ck = checkpoints.parse(spec).directory(checkpoint_dir)
         except BadRequest as e:

@@ -249,7 +249,7 @@ class Scheduler:
                 shutil.rmtree(dest)
             info = export.export_checkpoint(src, dest / "files", self.runtime.base(job.base_model).path,
                                             adapter=meta["train_config"]["rank"] > 0,
-                                            source=f"tinker://{job.model_id}")
+                                            source=f"{checkpoints.SCHEME}{job.model_id}")
             if s.recipients:
                 export.encrypt_tree(dest / "files", s.recipients)
         finally:
