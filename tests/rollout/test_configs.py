@@ -1,0 +1,63 @@
+"""Recipes as typed configs (issue 14 item 2): each mode's --help lists only its own flags, and a value comes
+from the field default < the mode's defaults < the --preset entry < the command line."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from cookbook.cli import build_parser, parse
+from cookbook.config import CONFIGS, PARTS, PpoKlConfig, SftConfig, flat
+from cookbook.presets import MODE_DEFAULTS, PRESETS
+
+
+def _help(mode: str, capsys) -> str:
+    """What `run.sh MODE --help` prints."""
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args([mode, "--help"])
+    assert e.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mode,has,lacks", [
+    ("grpo", ["--group-size", "--max-steps-off-policy", "--loss", "--eval-every", "--agent"],
+     ["--gate", "--balance-tasks", "--kl-beta", "--ppo-epochs", "--batch-size"]),
+    ("sft", ["--gate", "--balance-tasks", "--batch-size", "--learning-rate"],
+     ["--group-size", "--agent", "--kl-beta", "--max-steps-off-policy", "--loss"]),
+    ("ppo-kl", ["--kl-beta", "--kl-reference", "--ppo-epochs", "--clip-low"], ["--gate", "--loss", "--normalize-std"]),
+    ("rollout", ["--n", "--model-path", "--agent"], ["--learning-rate", "--num-steps", "--gate", "--group-size"]),
+])
+def test_help_lists_only_the_modes_flags(mode, has, lacks, capsys):
+    text = _help(mode, capsys)
+    flags = {w.strip("[],") for w in text.split() if w.startswith(("--", "[--"))}
+    assert set(has) <= flags, set(has) - flags
+    assert not set(lacks) & flags, set(lacks) & flags
+
+
+def test_defaults_preset_and_command_line_in_that_order():
+    assert parse(["sft"]).train.learning_rate == 1e-4 and parse(["grpo"]).train.learning_rate == 1e-5
+    q = parse(["grpo", "--preset", "quickstart"])
+    assert (q.train.learning_rate, q.train.num_steps, q.train.lr_schedule, q.group_size, q.groups_per_step) == (
+        1e-3, 60, "linear", 8, 8)
+    assert q.normalize_std and q.train.reward_cache and q.common.rollout_concurrency == 64 and q.common.split == "train"
+    over = parse(["grpo", "--preset", "quickstart", "--learning-rate", "3e-3", "--no-normalize-std"])
+    assert over.train.learning_rate == 3e-3 and not over.normalize_std and over.train.num_steps == 60
+    s = parse(["sft", "--preset", "quickstart"])
+    assert isinstance(s, SftConfig) and (s.train.learning_rate, s.batch_size, s.gate_min_gold_p) == (5e-3, 16, 0.15)
+    kl = parse(["ppo-kl", "--task-id", "a", "--task-id", "b"])
+    assert isinstance(kl, PpoKlConfig) and kl.kl_beta == 0.05 and kl.common.task_id == ["a", "b"]
+    assert kl.loss_config() == {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}   # sent to the server's ppo
+    assert parse(["grpo"]).loss_config() is None and parse(["grpo", "--max-steps-off-policy", "1"]).loss_name == "ppo"
+    assert parse(["rollout"]).common.split is None   # rollout: every task unless --split
+    assert flat(q)["mode"] == "grpo" and flat(q)["learning_rate"] == 1e-3 and flat(q)["agent"] == "builtin"
+
+
+def test_every_preset_and_mode_default_names_a_field():
+    """A misspelt key in a preset would be ignored silently; every key must be a field of some config."""
+    fields = {f.name for cls in [*CONFIGS.values(), *PARTS.values()] for f in dataclasses.fields(cls)}
+    tables = [MODE_DEFAULTS, *(p.defaults for p in PRESETS.values())]
+    unknown = {k for t in tables for section in t.values() for k in section} - fields
+    assert not unknown, unknown
+    sections = {s for t in tables for s in t}
+    assert sections <= {"all", "train", "rl", *CONFIGS}, sections
