@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
 import time
 from pathlib import Path
+
+import transformers
+from transformers import AutoModelForCausalLM, Qwen3Config
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -30,8 +34,6 @@ HBM_NOMINAL = 4.8e12        # bytes/s (datasheet)
 
 
 def qwen3_config(shape: str):
-    from transformers import Qwen3Config
-
     return Qwen3Config(vocab_size=VOCAB, max_position_embeddings=32768, rope_theta=1_000_000.0, rms_norm_eps=1e-6,
                        attention_bias=False, hidden_act="silu", initializer_range=0.02, use_cache=True,
                        bos_token_id=151643, eos_token_id=151645, pad_token_id=151643, **SHAPES[shape])
@@ -39,7 +41,6 @@ def qwen3_config(shape: str):
 
 def make_model(shape: str, device=None, dtype=torch.bfloat16, seed: int = 0):
     device = device or DEV
-    from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
     with torch.device(device):
@@ -90,8 +91,6 @@ def hbm_bandwidth(gb: float = 4.0) -> float:
 
 
 def free_cuda():
-    import gc
-
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -115,8 +114,6 @@ class Results:
 
 
 def env_info() -> dict:
-    import transformers
-
     d = {"torch": torch.__version__, "transformers": transformers.__version__}
     if torch.cuda.is_available():
         d["gpu"] = torch.cuda.get_device_name()

@@ -47,13 +47,15 @@ def main() -> int:
     os.environ.setdefault("HF_HOME", str(ROOT / "hf-home"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     t0 = time.time()
-    proc = start_backend(Path(a.model), tmp / "state", port, key, a.name, {"sampler": a.sampler, "threads": 1, **({"ray": RAY_ONE_GPU} if a.ray else {})},
+    extra = {"sampler": a.sampler, "threads": 1, **({"ray": RAY_ONE_GPU} if a.ray else {})}
+    proc = start_backend(Path(a.model), tmp / "state", port, key, a.name, extra,
                          tokenizer_id=a.name)
     print(f"backend up in {time.time() - t0:.1f}s", flush=True)
     env = dict(os.environ, TINKER_BASE_URL=f"http://127.0.0.1:{port}", TINKER_API_KEY=key, BASE_MODEL=a.name,
                MODEL_PATH=a.model, PYTHONDONTWRITEBYTECODE="1", **BF16_TOLERANCES)
     try:
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", a.suite, *a.pytest_args],
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", a.suite,
+                            *a.pytest_args],
                            env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
     finally:
         stop(proc)

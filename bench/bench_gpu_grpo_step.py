@@ -33,8 +33,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
 import numpy as np
+import tinker
+import torch
+import yaml
 from bench_gpu_common import DEV, ROOT, Results, env_info, make_model
+from tinker import types
+from transformers import AutoTokenizer
 
 
 def free_port() -> int:
@@ -47,7 +53,6 @@ def build_model_dir(out: Path, tok_dir: Path, shape: str) -> None:
     model = make_model(shape)
     model.save_pretrained(str(out))
     del model
-    import torch
 
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -67,19 +72,19 @@ RAY_ONE_GPU = {"address": "local", "trainers": 1, "samplers": 1, "num_cpus": 4,
 
 def start_backend(model_dir: Path, state: Path, port: int, key: str, name: str, extra: dict,
                   tokenizer_id: str | None = None, env_extra: dict | None = None) -> subprocess.Popen:
-    import httpx
-    import yaml
-
     cfg = {"backend": {"host": "127.0.0.1", "port": port, "api_keys": [key], "state_dir": str(state),
                        "log_file": str(state / "backend.log"), "batch_window_s": extra.pop("batch_window_s", 0.002),
                        "log_level": extra.pop("log_level", "INFO")},
            "runtime": {"device": DEV, "dtype": "bfloat16" if DEV.startswith("cuda") else "float32", "threads": 4,
-                       "models": [{"name": name, "path": str(model_dir), "tokenizer_id": tokenizer_id or str(model_dir)}],
+                       "models": [{"name": name, "path": str(model_dir),
+                                   "tokenizer_id": tokenizer_id or str(model_dir)}],
                        **extra}}
     state.mkdir(parents=True, exist_ok=True)
     (state / "runtime.yaml").write_text(yaml.safe_dump(cfg))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **(env_extra or {}))
-    proc = subprocess.Popen([sys.executable, "-m", "services.backend", "--config", str(state / "runtime.yaml")], cwd=ROOT,
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               **(env_extra or {}))
+    proc = subprocess.Popen([sys.executable, "-m", "services.backend", "--config", str(state / "runtime.yaml")],
+                            cwd=ROOT,
                             env=env, stdout=open(state / "stdout.log", "ab"), stderr=subprocess.STDOUT,
                             start_new_session=True)
     deadline = time.time() + 300
@@ -106,8 +111,6 @@ def stop(proc: subprocess.Popen) -> None:
 
 def gpu_used_gb() -> float | None:
     """Memory in use on the whole GPU (the backend process included), GB."""
-    import torch
-
     if not torch.cuda.is_available():
         return None
     free, total = torch.cuda.mem_get_info()
@@ -142,20 +145,19 @@ def main() -> None:
     ap.add_argument("--no-grad-ckpt", action="store_true")
     ap.add_argument("--max-sampler-snapshots", type=int, default=4,
                     help="sampler snapshots kept (each LoRA one holds an adapter, each full-FT one a model copy)")
-    ap.add_argument("--model-dir", default=None, help="build the random-init model here once and reuse it (default: a temp dir)")
+    ap.add_argument("--model-dir", default=None,
+                    help="build the random-init model here once and reuse it (default: a temp dir)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep-log", default=None, help="copy the backend log here")
     ap.add_argument("--log-level", default="INFO",
-                    help="the backend's (DEBUG: each job's duration and the largest live CUDA tensors per sampling round)")
+                    help="the backend's (DEBUG: each job's duration and the largest live CUDA tensors per "
+                         "sampling round)")
     ap.add_argument("--ray", action="store_true", help="engine.ray: 1 trainer rank + 1 sampler replica on the one GPU")
     ap.add_argument("--alloc-conf", default=None, help="PYTORCH_CUDA_ALLOC_CONF for the backend process")
     ap.add_argument("--training-kernels", default="auto", help="engine.training_kernels: auto (Liger on CUDA) | none")
     a = ap.parse_args()
     R = Results(a.json)
     R.add(bench="env", **env_info())
-    import tinker
-    from tinker import types
-    from transformers import AutoTokenizer
 
     tmp = Path(tempfile.mkdtemp(prefix="grpo-bench-"))
     name, key, port = f"local/qwen3-{a.shape}-like", "tml-bench", free_port()
@@ -167,11 +169,13 @@ def main() -> None:
     ps = prompts(tok, a.groups)
     proc = start_backend(model_dir, tmp / "state", port, key, name,
                          {"sampler_options": {"max_slots": a.groups * a.group_size, "max_context": 2048},
-                          "gradient_checkpointing": not a.no_grad_ckpt, "max_tokens_per_microbatch": a.micro_batch_tokens,
+                          "gradient_checkpointing": not a.no_grad_ckpt,
+                          "max_tokens_per_microbatch": a.micro_batch_tokens,
                           "max_sampler_snapshots": a.max_sampler_snapshots, "training_kernels": a.training_kernels,
                           "batch_window_s": 0.05, "log_level": a.log_level, **({"ray": RAY_ONE_GPU} if a.ray else {})},
                          env_extra={"PYTORCH_CUDA_ALLOC_CONF": a.alloc_conf} if a.alloc_conf else None)
-    R.add(bench="grpo_setup", startup_s=time.perf_counter() - t0, prompt_tokens_mean=float(np.mean([len(p) for p in ps])))
+    R.add(bench="grpo_setup", startup_s=time.perf_counter() - t0,
+          prompt_tokens_mean=float(np.mean([len(p) for p in ps])))
     try:
         sc = tinker.ServiceClient(base_url=f"http://127.0.0.1:{port}", api_key=key)
         tc = sc.create_lora_training_client(base_model=name, rank=a.rank, seed=0)

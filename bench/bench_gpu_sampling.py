@@ -15,11 +15,14 @@ from __future__ import annotations
 import argparse
 import time
 import traceback
+from functools import partial
 
 import torch
 from bench_gpu_common import (
     DEV,
     HBM_NOMINAL,
+    SHAPES,
+    VOCAB,
     Results,
     env_info,
     free_cuda,
@@ -29,12 +32,15 @@ from bench_gpu_common import (
     sync,
     timed,
 )
+from torch.profiler import ProfilerActivity, profile
+from transformers import AutoModelForCausalLM, LlamaConfig
 
+from services.backend.gpu import decode_attention as da
 from services.backend.gpu.engine import EngineOptions, StaticEngine
 from services.backend.gpu.logprobs import fused_token_logprobs
 from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
 from services.backend.gpu.weights import Qwen3Parts
-from services.backend.sampler import SampleSpec
+from services.backend.sampler import SampleSpec, generate
 
 PROMPT, NEW = 512, 256
 COMPILE = None  # engine default: compile the fused pieces on CUDA
@@ -78,8 +84,9 @@ def engine_run(eng: StaticEngine, specs: list[SampleSpec]):
     return res, t, dict(eng.stats)
 
 
-def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float, attention: str = "auto",
-                 graphs: bool = True, new: int | None = None, tag: str = "", fuse_layers: bool = True):
+def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float,
+                 attention: str = "auto", graphs: bool = True, new: int | None = None, tag: str = "",
+                 fuse_layers: bool = True):
     new = new or NEW
     eng = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=max(batches), max_context=PROMPT + NEW + 256,
                                                                  attention=attention, cuda_graphs=graphs,
@@ -100,11 +107,13 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
         kv_avg = b * (PROMPT + new / 2) * kv_tok
         bound = b / ((w_bytes + kv_avg) / bw)
         bound_w = b / (w_bytes / HBM_NOMINAL)
-        R.add(bench="sampling", engine=f"static{tag}", attention=eng.model.attention, graphs=graphs, compiled=eng.model.compiled,
+        R.add(bench="sampling", engine=f"static{tag}", attention=eng.model.attention, graphs=graphs,
+              compiled=eng.model.compiled,
               compile_s=eng.stats.get("compile_s"), shape=name, batch=b, new=new,
               tok_s=toks / t, decode_tok_s=dec_tok_s, step_ms=1e3 * step_s, prefill_s=st["prefill_s"], total_s=t,
               warmup_s=warm, graphs_captured=eng.stats["graph_captures"], hbm_bound_tok_s=bound,
-              frac_of_bound=dec_tok_s / bound, weights_only_bound_4p8=bound_w, frac_of_weights_bound=dec_tok_s / bound_w)
+              frac_of_bound=dec_tok_s / bound, weights_only_bound_4p8=bound_w,
+              frac_of_weights_bound=dec_tok_s / bound_w)
         out[b] = res
     return eng, out
 
@@ -142,9 +151,8 @@ def attention_micro(shape: Qwen3Shape, R: Results, name: str, batches: list[int]
     path), rows at random lengths in [PROMPT, PROMPT + NEW), timed as CUDA-graph replays (as in the
     engine): time and the K/V bytes each row must read over that time (against the measured copy
     bandwidth). ``sweep``: also each launch configuration of SWEEP."""
-    import triton.testing
+    import triton.testing  # noqa: PLC0415  (CPU installs have no triton)
 
-    from services.backend.gpu import decode_attention as da
 
     D, Hq, Hkv = shape.head_dim, shape.heads, shape.kv_heads
     T = PROMPT + NEW + 256
@@ -163,10 +171,10 @@ def attention_micro(shape: Qwen3Shape, R: Results, name: str, batches: list[int]
         bias = torch.zeros(b, 1, 1, ctx, device=DEV).masked_fill(~valid[:, None, None, :], float("-inf"))
         need = float((pos + 1).sum()) * Hkv * D * 2 * 2  # K and V, bf16, each row to its length
         bench = lambda f: triton.testing.do_bench_cudagraph(f, return_mode="median") / 1e3  # noqa: E731
-        t_bmm = bench(lambda: m._attend(q, 0, b, ctx, bias, valid))
+        t_bmm = bench(partial(m._attend, q, 0, b, ctx, bias, valid))
         for cfg in (SWEEP if sweep else SWEEP[:1]):
             blk, w, st, tgt = cfg
-            t_tr = bench(lambda: da.attend(q, kn, vn, kc, vc, pos, ctx, D ** -0.5, blk, w, st, tgt))
+            t_tr = bench(partial(da.attend, q, kn, vn, kc, vc, pos, ctx, D ** -0.5, blk, w, st, tgt))
             R.add(bench="attention_micro", shape=name, batch=b, ctx_bucket=ctx, config=list(cfg), triton_us=t_tr * 1e6,
                   bmm_us=t_bmm * 1e6, triton_frac_of_copy_bw=need / t_tr / bw, bmm_frac_of_copy_bw=need / t_bmm / bw,
                   chunk=da.chunk_for(b, Hkv, ctx, blk, tgt))
@@ -180,8 +188,7 @@ def decode_profile(model, shape: Qwen3Shape, R: Results, name: str, batches: lis
     position ~PROMPT + NEW / 2): count per step and GPU time per kernel family, next to the
     graph-replayed step time of the same engine, and each weight matrix's GEMM alone at the
     step's batch size (CUDA-graph replays: bandwidth reached streaming that weight)."""
-    import triton.testing
-    from torch.profiler import ProfilerActivity, profile
+    import triton.testing  # noqa: PLC0415  (CPU installs have no triton)
 
     eng = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=max(batches), max_context=PROMPT + NEW + 256,
                                                                  compile=COMPILE))
@@ -192,7 +199,7 @@ def decode_profile(model, shape: Qwen3Shape, R: Results, name: str, batches: lis
         tok = torch.randint(0, shape.vocab, (b,), device=DEV)
         pos = torch.randint(PROMPT, PROMPT + NEW, (b,), device=DEV)
         ctx = -(-int(pos.max() + 1) // 128) * 128
-        step = lambda: m.decode(tok, pos, ctx)  # noqa: E731  (rewrites the same KV positions: fine for timing)
+        step = partial(m.decode, tok, pos, ctx)  # rewrites the same KV positions: fine for timing
         for _ in range(3):
             step()
         sync()
@@ -207,8 +214,8 @@ def decode_profile(model, shape: Qwen3Shape, R: Results, name: str, batches: lis
             if ev.device_type == torch.autograd.DeviceType.CUDA:
                 n_kernels += 1
                 k = ev.name
-                key = ("gemm" if any(x in k for x in ("gemm", "nvjet", "cutlass", "sm90")) else "attention" if "split" in k
-                       or "merge" in k else k[:60])
+                gemm = any(x in k for x in ("gemm", "nvjet", "cutlass", "sm90"))
+                key = "gemm" if gemm else "attention" if "split" in k or "merge" in k else k[:60]
                 e = fam.setdefault(key, [0, 0.0])
                 e[0] += 1
                 e[1] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
@@ -222,7 +229,7 @@ def decode_profile(model, shape: Qwen3Shape, R: Results, name: str, batches: lis
         mats = {"qkv": m.w_qkv[0], "o": m.w_o[0], "gate_up": m.w_gu[0], "down": m.w_down[0], "lm_head": m.lm_head}
         for wname, w in mats.items():
             x = torch.randn(b, w.shape[1], device=DEV, dtype=torch.bfloat16)
-            t = bench(lambda: torch.nn.functional.linear(x, w))
+            t = bench(partial(torch.nn.functional.linear, x, w))
             R.add(bench="decode_gemm", shape=name, batch=b, weight=wname, n=w.shape[0], k=w.shape[1], us=t * 1e6,
                   frac_of_copy_bw=w.numel() * 2 / t / bw)
     del eng, m
@@ -233,10 +240,7 @@ def hf_fallback_other_arch(R: Results, arch: str, runs: list[tuple[int, int]], s
     """The backend's HF sampler (services/backend/sampler.generate: DynamicCache, batched, seeded;
     under no_grad as Runtime.sample calls it), the path of every architecture the static engine does
     not cover, on a random-init model of the given shape in another architecture (Llama: no q/k norm)."""
-    from bench_gpu_common import SHAPES, VOCAB
-    from transformers import AutoModelForCausalLM, LlamaConfig
 
-    from services.backend.sampler import generate
 
     if arch != "llama":
         raise ValueError(f"--other-arch: llama only, got {arch!r}")
@@ -348,8 +352,8 @@ def main() -> None:
         free_cuda()
     if a.other_arch:
         try:
-            hf_fallback_other_arch(R, a.other_arch, [tuple(int(x) for x in r.split(":")) for r in a.other_arch_runs.split(",")],
-                                   a.other_arch_shape)
+            runs = [tuple(int(x) for x in r.split(":")) for r in a.other_arch_runs.split(",")]
+            hf_fallback_other_arch(R, a.other_arch, runs, a.other_arch_shape)
         except Exception as ex:  # noqa: BLE001
             traceback.print_exc()
             R.add(bench="error", step="other_arch", error=f"{type(ex).__name__}: {ex}"[:500])

@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-
 from bench_gpu_common import DEV, PEAK_BF16, Results, env_info, free_cuda, make_model, n_params, sync
+from torch.profiler import ProfilerActivity, profile
 
 from services.backend.codec import Datum, FwdBwdRequest
+from services.backend.gpu import train_kernels
 from services.backend.models import BaseModel, TrainableModel, enable_grad_ckpt
 from services.backend.runtime import Runtime
 from services.backend.runtime_api import ModelInfo, TrainConfig
@@ -144,18 +145,19 @@ def main() -> None:
             free_cuda()
             try:
                 with tempfile.TemporaryDirectory() as tmp:
-                    if liger:  # in place and process-wide (Liger patches HF's Qwen3 classes): configs after it get it too
-                        from services.backend.gpu import train_kernels
-
+                    # in place and process-wide (Liger patches HF's Qwen3 classes): configs after it get it too
+                    if liger:
                         train_kernels.apply(model, "liger", True)
                     if kind.startswith("hf_plain"):
                         if lora:
-                            from peft import LoraConfig, get_peft_model
+                            # peft: the runtime venv and the device only
+                            from peft import LoraConfig, get_peft_model  # noqa: PLC0415
 
                             for p in model.parameters():
                                 p.requires_grad_(False)
-                            model = get_peft_model(model, LoraConfig(r=32, lora_alpha=32, target_modules=[
-                                "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"]))
+                            targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                                       "lm_head"]
+                            model = get_peft_model(model, LoraConfig(r=32, lora_alpha=32, target_modules=targets))
                         else:
                             for p in model.parameters():
                                 p.requires_grad_(True)
@@ -166,12 +168,10 @@ def main() -> None:
                         step, holder = runtime_step(rt, model, name, seqs, lora)
                     dt = run_steps(step, a.steps)
                     tok_s = a.batch * T / dt
-                    R.add(bench="training", shape=name, config=cfg, lora=lora, grad_ckpt=gc, microbatch_tokens=mb, liger=liger,
-                          params=N, tokens_per_step=a.batch * T, step_s=dt, tok_s=tok_s, mfu_6N=6 * N * tok_s / PEAK_BF16,
-                          peak_gb=peak_gb())
+                    R.add(bench="training", shape=name, config=cfg, lora=lora, grad_ckpt=gc, microbatch_tokens=mb,
+                          liger=liger, params=N, tokens_per_step=a.batch * T, step_s=dt, tok_s=tok_s,
+                          mfu_6N=6 * N * tok_s / PEAK_BF16, peak_gb=peak_gb())
                     if a.profile and f"{name}/{cfg}" == a.profile_config:
-                        from torch.profiler import ProfilerActivity, profile
-
                         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                             step()
                             sync()
@@ -184,7 +184,8 @@ def main() -> None:
                         del rt
             except Exception as ex:  # noqa: BLE001
                 traceback.print_exc()
-                R.add(bench="error", shape=name, config=cfg, error=f"{type(ex).__name__}: {ex}"[:400], peak_gb=peak_gb())
+                R.add(bench="error", shape=name, config=cfg, error=f"{type(ex).__name__}: {ex}"[:400],
+                      peak_gb=peak_gb())
             for p in model.parameters():
                 p.grad = None
             if lora:  # peft wrapped the model in place: continue with a fresh one

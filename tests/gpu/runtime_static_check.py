@@ -52,7 +52,8 @@ def main(device: str = "cpu", dtype: str = "float32", model: str | None = None, 
         spec = SampleSpec(prompt=prompt, num_samples=3, max_tokens=10, seed=7)
         # prompts sharing a 40-token prefix with suffixes of different lengths (shared-prefix prefill)
         head = [int(x) for x in rng.integers(0, 8000, size=40)]
-        shared = [SampleSpec(prompt=head + [int(x) for x in rng.integers(0, 8000, size=n)], max_tokens=8, seed=n) for n in (3, 9)]
+        shared = [SampleSpec(prompt=head + [int(x) for x in rng.integers(0, 8000, size=n)], max_tokens=8, seed=n)
+                  for n in (3, 9)]
         base_res = rt.sample("m", None, [spec])[0]
         worst = 0.0
         for rank in (4, 0):
@@ -71,7 +72,8 @@ def main(device: str = "cpu", dtype: str = "float32", model: str | None = None, 
                 res = rt.sample("m", k, [spec, SampleSpec(prompt=prompt[:5], max_tokens=4, temperature=0.0)])[0]
                 assert len(res.sequences) == 3
                 outs = rt.sample("m", k, shared)  # a batch of its own, so the shared prefix is found
-                checks = [(prompt, sq) for sq in res.sequences] + [(sp.prompt, o.sequences[0]) for sp, o in zip(shared, outs)]
+                checks = [(prompt, sq) for sq in res.sequences]
+                checks += [(sp.prompt, o.sequences[0]) for sp, o in zip(shared, outs)]
                 for pr, (toks, lps, _) in checks:
                     ref = forward_lps(rt, mid, pr, toks)
                     err = np.abs(ref - np.array(lps))

@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from services.backend.gpu import decode_attention as da
+from services.backend.gpu import train_kernels as tk
+from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
 
 CASES = [  # b, Hq, Hkv, D, slots, T, ctx, positions (None: random below ctx)
     (3, 8, 2, 32, 4, 320, 256, [0, 63, 64]),           # first position, both sides of a chunk edge
@@ -88,7 +90,7 @@ def test_kernel_reads_strided_views():
     b, Hq, Hkv, D, S, T, ctx = 16, 32, 8, 128, 16, 1024, 768
     for seed in range(3):
         g = torch.Generator(device="cpu").manual_seed(seed)
-        r = lambda *s: torch.randn(*s, generator=g).to(device="cuda", dtype=torch.bfloat16)  # noqa: E731
+        r = lambda *s, g=g: torch.randn(*s, generator=g).to(device="cuda", dtype=torch.bfloat16)  # noqa: E731
         qk, qkv = r(b, Hq + Hkv, D), r(b, (Hq + 2 * Hkv) * D)
         q, kn, vn = qk[:, :Hq], qk[:, Hq:], qkv[:, (Hq + Hkv) * D :].reshape(b, Hkv, D)
         assert not (q.is_contiguous() or kn.is_contiguous() or vn.is_contiguous())
@@ -103,8 +105,6 @@ def test_kernel_reads_strided_views():
 
 
 def test_attention_choice():
-    from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
-
     s = Qwen3Shape(vocab=64, hidden=32, layers=1, heads=4, kv_heads=2, head_dim=8, ffn=64, eps=1e-6, rope_theta=1e4)
     assert StaticQwen3.resolve_attention("auto", torch.device("cpu"), s) == "bmm"
     assert StaticQwen3.resolve_attention("auto", torch.device("cuda"), s) == ("triton" if da.available() else "bmm")
@@ -117,8 +117,6 @@ def test_attention_choice():
 
 
 def test_training_kernels_choice():
-    from services.backend.gpu import train_kernels as tk
-
     assert tk.resolve(None, "cpu") == "none" and tk.resolve("none", "cuda") == "none"
     assert tk.resolve("auto", "cuda") == ("liger" if tk._liger() is not None else "none")
     with pytest.raises(ValueError):

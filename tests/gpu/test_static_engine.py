@@ -7,32 +7,32 @@ from __future__ import annotations
 
 import pytest
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from helpers import TINY_PATH
 from services.backend.gpu.engine import EngineOptions, StaticEngine, _batch_buckets, _ctx_bucket
+from services.backend.gpu.logprobs import fused_token_logprobs
 from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
 from services.backend.gpu.sampling import choose
 from services.backend.gpu.weights import Qwen3Parts
+from services.backend.logprobs import gather_logprobs
 from services.backend.sampler import SampleSpec
 
 
 @pytest.fixture(scope="module")
 def hf(tiny_model):
-    from transformers import AutoModelForCausalLM
-
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_pretrained(str(TINY_PATH), dtype=torch.float32).eval()
 
 
 @pytest.fixture(scope="module")
 def tok(tiny_model):
-    from transformers import AutoTokenizer
-
     return AutoTokenizer.from_pretrained(str(TINY_PATH))
 
 
 def _engine(hf, slots=8, ctx=256, dtype=torch.float32, **kw):
-    eng = StaticEngine(Qwen3Shape.from_hf_config(hf.config), "cpu", dtype, EngineOptions(max_slots=slots, max_context=ctx, **kw))
+    eng = StaticEngine(Qwen3Shape.from_hf_config(hf.config), "cpu", dtype,
+                       EngineOptions(max_slots=slots, max_context=ctx, **kw))
     eng.load_weights("base", hf.to(dtype))
     return eng
 
@@ -125,7 +125,8 @@ def test_prompt_logprobs(hf, tok):
 def test_continuous_batching_poll(hf, tok):
     """Requests arriving while the decode loop runs join it and finish through their callbacks."""
     eng = _engine(hf, slots=4)
-    late = [SampleSpec(prompt=list(range(600 + 10 * i, 610 + 10 * i)), num_samples=2, max_tokens=8, seed=i) for i in range(3)]
+    late = [SampleSpec(prompt=list(range(600 + 10 * i, 610 + 10 * i)), num_samples=2, max_tokens=8, seed=i)
+            for i in range(3)]
     got: dict[int, object] = {}
     calls = {"n": 0}
 
@@ -188,9 +189,6 @@ def test_buckets():
 def test_fused_token_logprobs_values_and_grads(hf):
     """The CUDA training path (chunked lm_head + float32 log-softmax under checkpointing) equals the
     plain logits route in value and gradient."""
-    from services.backend.gpu.logprobs import fused_token_logprobs
-    from services.backend.logprobs import gather_logprobs
-
     g = torch.Generator().manual_seed(3)
     ids = torch.randint(0, 8000, (2, 50), generator=g)
     tgt = torch.randint(0, 8000, (2, 50), generator=g)
