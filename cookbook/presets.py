@@ -49,18 +49,20 @@ PRESETS: dict[str, Preset] = {
                    "groups_per_step": 8},
             "grpo": {"normalize_std": True},
         }),
-    # The multi-turn default (docs/recipes.md "Multi-turn agent preset"): two tools, two turns, read the file
-    # then edit the wrong line, on the 8 training tasks of datasets/multiturn (held-out split: their renamed
-    # twins in other packages). The rest as quickstart, with 40 RL steps (two sampled turns per rollout).
+    # The multi-turn default (docs/recipes.md "Multi-turn agent preset"): the agent's 8 tools (compact schemas),
+    # three turns; the gold trajectory reads the file, edits the wrong line and submits. On the 8 training tasks
+    # of datasets/multiturn (held-out split: their renamed twins in other packages). The rest as quickstart,
+    # with 40 RL steps (up to three sampled turns per rollout).
     "agent": Preset(
-        help="the embedded tiny default, multi-turn: read then edit (2 tools, 2 turns), 8 tasks of datasets/multiturn",
-        agent={"tools": ["read", "edit"], "compact_schemas": True,
-               "system_prompt": "Fix the bug: read the file, then edit the wrong line.",
-               "budgets": {"max_turns": 2, "max_output_tokens": 56}},
+        help="the embedded tiny default, multi-turn: 8 tools, read -> edit -> submit, 8 tasks of datasets/multiturn",
+        agent={"tools": ["bash", "read", "search", "find_file", "list_dir", "edit", "run_test", "submit"],
+               "compact_schemas": True, "system_prompt": "Fix the bug: read the file, edit the wrong line, submit.",
+               "budgets": {"max_turns": 3, "max_output_tokens": 56}},
         max_tasks=8,
         defaults={
             "all": {"rollout_concurrency": 64, "dataset": "multiturn"},
-            "train": {"reward_cache": True},   # safe: read and edit are write-only tools
+            # sound with bash too under clean grading (the key is the graded patch); not with grading: in-place
+            "train": {"reward_cache": True},
             "sft": {"learning_rate": 5e-3, "num_steps": 200, "batch_size": 16, "gate_min_gold_p": 0.15,
                     "balance_tasks": 1.0, "eval_every": 2, "eval_from": 40, "eval_n": 32},
             # held-out pass rate (result.json 'heldout') before the first step and after the last, 4 attempts a task

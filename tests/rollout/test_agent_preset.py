@@ -1,8 +1,8 @@
 """Issue 19 items 2-3: ``--preset agent``'s task family (datasets/multiturn) and held-out evaluation.
 
-The gold trajectories, run through the real agent loop, tools, sandbox manager and clean grading with
-the preset's agent (tools, budgets), solve every training and held-out task with >= 2 tool calls over
->= 2 turns; the held-out split shares no task id and no file with the training split; a policy that
+The gold trajectories (read, edit, submit), run through the real agent loop, tools, sandbox manager and
+clean grading with the preset's agent (its 8 tools, budgets), solve every training and held-out task with
+3 tool calls over 3 turns; the held-out split shares no task id and no file with the training split; a policy that
 replays a training task's memorised fix on its held-out twin (right file, right line) fails it;
 cookbook.evaluation scores scripted policies right (gold 1.0, empty 0.0) and its result reaches the
 viewer and the reward plot."""
@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
+from cookbook.agent import TOOLS
 from cookbook.agent.chat_format import tool_call_text
 from cookbook.agent.scripted import ScriptedPolicy
 from cookbook.evaluation import evaluate, record
@@ -65,7 +66,7 @@ def test_gold_solves_every_task_in_two_turns_and_evaluation_scores_policies(sand
     train, heldout = ds.split("train"), ds.split("heldout")
     tok = AutoTokenizer.from_pretrained(str(tiny_model[1]))
     cfg = agent_config("agent")
-    assert cfg.budgets.max_turns >= 2 and set(cfg.tools) >= {"read", "edit"}
+    assert cfg.budgets.max_turns >= 3 and sorted(cfg.tools) == sorted(TOOLS)   # the agent's 8 tools
 
     async def main():
         manifest = await prepare_tasks(ds.tasks, tmp_path / "prep", progress=False, log=lambda s: None)
@@ -101,7 +102,7 @@ def test_gold_solves_every_task_in_two_turns_and_evaluation_scores_policies(sand
         assert res.by_task == {t.name: 1.0 for t in tasks}
         for tr in res.trajectories:
             calls = [c["name"] for turn in tr.turns for c in turn.tool_calls]
-            assert calls == ["read", "edit"] and sum(bool(turn.tool_calls) for turn in tr.turns) >= 2, tr.to_text()
+            assert calls == ["read", "edit", "submit"] and sum(bool(t.tool_calls) for t in tr.turns) >= 3, tr.to_text()
             assert not any(turn.appended_eos for turn in tr.turns), "a gold turn hit max_output_tokens"
     assert empty.pass_rate == 0.0 and empty.mean_reward == 0.0 and empty.n == len(train)
     assert mem.pass_rate == 0.0 and mem.n == len(heldout), mem.by_task
