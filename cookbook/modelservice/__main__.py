@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -14,6 +13,22 @@ import stat
 import sys
 from pathlib import Path
 from typing import Any
+
+import uvicorn
+
+from services.common.logs import rate_limit_errors, setup_logging
+from services.common.paths import HF_HOME
+from services.common.server import SignalServer
+
+from . import config as mconfig
+from .agent_runner import install_agent
+from .agent_runner import main as runner_main
+from .app import ModelServiceState, build_app
+from .budget import BudgetGuard, load_budgets
+from .config import resolve
+from .render import ChatRenderer
+from .sampler import TinkerSampler
+from .sessions import Recorder
 
 DESCRIPTION = """OpenAI-compatible ModelService for black-box agents (e.g. mini-swe-agent) in sandboxes.
 
@@ -35,7 +50,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--config", default=None, help="YAML config (default: config/modelservice.yaml if present)")
     p.add_argument("--host", default=None, help="TCP bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="TCP port (default 19300; 0 = no TCP listener)")
-    p.add_argument("--socket", default=None, help="Unix socket path (default state/modelservice/sock/model.sock; '' = none)")
+    p.add_argument("--socket", default=None,
+                   help="Unix socket path (default state/modelservice/sock/model.sock; '' = none)")
     p.add_argument("--key", default=None, help="key for TCP and session admin (default: env LTS_MODELSERVICE_KEY, "
                                                "config, else the backend's key)")
     p.add_argument("--backend-url", default=None, help="tinker backend URL (default from config/runtime.yaml)")
@@ -56,29 +72,24 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "mini-swe-agent":
-        from .agent_runner import main as runner_main
         return runner_main(argv[1:])
     if argv and argv[0] == "install-agent":
-        from .agent_runner import install_agent
         return install_agent(argv[1:])
     if argv and argv[0] == "serve":
         argv = argv[1:]
     args = parse_args(argv)
-    from services.common.paths import HF_HOME, REPO_ROOT
     os.environ.setdefault("HF_HOME", str(HF_HOME))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from services.common.logs import rate_limit_errors, setup_logging
-
-    from . import config as mconfig
     cfg = mconfig.load(args.config)
     ms, tk = cfg["modelservice"], cfg["tinker"]
     for name, section, key in (("host", ms, "host"), ("port", ms, "port"), ("socket", ms, "socket"), ("key", ms, "key"),
                                ("backend_url", tk, "base_url"), ("backend_key", tk, "api_key"),
                                ("base_model", tk, "base_model"), ("model_path", tk, "model_path"),
                                ("tokenizer", tk, "tokenizer"), ("trajectories_dir", ms, "trajectories_dir"),
-                               ("history", ms, "history"), ("record_requests", ms, "record_requests"), ("log_file", ms, "log_file")):
+                               ("history", ms, "history"), ("record_requests", ms, "record_requests"),
+                               ("log_file", ms, "log_file")):
         v = getattr(args, name)
         if v is not None:
             section[key] = v
@@ -125,19 +136,12 @@ def _tcp_listener(host: str, port: int) -> socket.socket:
 
 async def build_state(cfg: dict[str, Any], harbor_config: str | None = None):
     """Sampler, tokenizer/renderer, budgets, recorder -> ModelServiceState (also used by tests)."""
-    from .app import ModelServiceState
-    from .budget import BudgetGuard, load_budgets
-    from .config import resolve
-    from .render import ChatRenderer
-    from .sampler import TinkerSampler
-    from .sessions import Recorder
-
     ms, tk = cfg["modelservice"], cfg["tinker"]
     sampler: Any = TinkerSampler(tk["base_url"], tk["api_key"], tk.get("base_model"), tk.get("model_path"))
     await sampler.start()
     tok_name = tk.get("tokenizer")
     if tok_name:
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # noqa: PLC0415 (after main() set the HF_* offline env)
         tok_path = resolve(tok_name)
         tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained,
                                             str(tok_path) if tok_path and tok_path.exists() else tok_name)
@@ -146,7 +150,8 @@ async def build_state(cfg: dict[str, Any], harbor_config: str | None = None):
     renderer = ChatRenderer(tokenizer)
     budgets = load_budgets(harbor_config)
     max_chars = ms.get("max_input_chars")
-    recorder = Recorder(renderer, sampler, BudgetGuard(budgets, int(max_chars) if max_chars else None), history=ms.get("history", "splice"),
+    recorder = Recorder(renderer, sampler, BudgetGuard(budgets, int(max_chars) if max_chars else None),
+                        history=ms.get("history", "splice"),
                         temperature=float(ms.get("temperature", 1.0)), top_p=float(ms.get("top_p", 1.0)),
                         record_requests=bool(ms.get("record_requests", False)))
     tdir = resolve(ms.get("trajectories_dir"))
@@ -156,13 +161,6 @@ async def build_state(cfg: dict[str, Any], harbor_config: str | None = None):
 
 
 async def serve(cfg: dict[str, Any], harbor_config: str | None = None) -> None:
-    import uvicorn
-
-    from services.common.server import SignalServer
-
-    from .app import build_app
-    from .config import resolve
-
     log = logging.getLogger("modelservice")
     ms = cfg["modelservice"]
     port = int(ms.get("port") or 0)
@@ -195,7 +193,8 @@ async def serve(cfg: dict[str, Any], harbor_config: str | None = None) -> None:
             log.info("modelservice stopped")
 
     app.router.lifespan_context = lifespan
-    server = SignalServer(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5))
+    server = SignalServer(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
+                                         timeout_graceful_shutdown=5))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, server.request_exit)

@@ -36,14 +36,22 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
 import yaml
 
 from cookbook.agent.budgets import Budgets
 from cookbook.agent.trajectory import Trajectory
 from services.common.paths import REPO_ROOT, STATE_DIR
+from services.common.server import SignalServer
+from services.sandbox.client import SandboxManagerClient
+from services.sandbox.docker_images import docker_client, task_image
 from services.tasks.prepare import ImageRef
+from services.tasks.task import load_dataset
 from services.tasks.verifier import verify
+from services.tasks.workspace import build_base
 
+from . import config as mconfig
+from .app import ModelServiceState, build_app
 from .budget import BudgetGuard, load_budgets
 from .render import ChatRenderer
 from .sessions import Recorder
@@ -141,12 +149,7 @@ class InProcessModelService:
         self._lock: asyncio.Lock | None = None
 
     async def start(self) -> None:
-        import uvicorn
-
-        from services.common.server import SignalServer
-
-        from .__main__ import _unix_listener
-        from .app import ModelServiceState, build_app
+        from .__main__ import _unix_listener  # noqa: PLC0415 (a cycle: __main__ imports this module)
 
         if self._lock is None:
             self._lock = asyncio.Lock()
@@ -295,7 +298,8 @@ async def run_mini_swe_agent(task, sandboxes, modelservice_url: str, modelservic
 
 def install_agent(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m cookbook.modelservice install-agent",
-                                description="Create .venv-agent with the pinned agent harness (requirements/agent.txt).")
+                                description="Create .venv-agent with the pinned agent harness "
+                                            "(requirements/agent.txt).")
     p.add_argument("--venv", default=str(AGENT_VENV))
     p.add_argument("--python", default=sys.executable, help="interpreter the venv is made from (default: this one)")
     args = p.parse_args(argv)
@@ -306,7 +310,8 @@ def install_agent(argv: list[str]) -> int:
         subprocess.run([str(Path(base) / "bin" / "python3"), "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-r", str(AGENT_REQUIREMENTS)],
                    check=True)
-    out = subprocess.run([str(venv / "bin" / "python"), "-c", "import minisweagent, litellm; print(minisweagent.__version__)"],
+    probe = "import minisweagent, litellm; print(minisweagent.__version__)"
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", probe],
                          capture_output=True, text=True, env={"MSWEA_SILENT_STARTUP": "1", "PATH": "/usr/bin:/bin",
                                                               "LITELLM_LOCAL_MODEL_COST_MAP": "True",
                                                               "HOME": str(Path.home())})
@@ -328,12 +333,6 @@ def main(argv: list[str]) -> int:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--out", default=None, help="directory for trajectory.json/.txt, summary.json, mini.traj.json")
     args = p.parse_args(argv)
-    from services.sandbox.client import SandboxManagerClient
-    from services.tasks.task import load_dataset
-    from services.tasks.workspace import build_base
-
-    from . import config as mconfig
-
     cfg = mconfig.load()
     ms = cfg["modelservice"]
     url = args.modelservice_url or f"http://127.0.0.1:{ms['port']}"
@@ -346,7 +345,6 @@ def main(argv: list[str]) -> int:
         return 2
     task = tasks[0]
     if task.in_image:   # public Harbor layout: the sandbox manager must run its docker backend
-        from services.sandbox.docker_images import docker_client, task_image
         img = task_image(docker_client(), task)
         env = task.config.environment
         base = ImageRef(img["image"], img["commit"], {"cpus": float(env.cpus), "memory_mb": int(env.memory_mb)})

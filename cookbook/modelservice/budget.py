@@ -19,6 +19,7 @@ from typing import Any
 
 from cookbook.agent.agent import elide_observations, truncate_observation
 from cookbook.agent.budgets import Budgets
+from services.common.config import load_config
 
 
 class BudgetExceeded(Exception):
@@ -31,7 +32,6 @@ class BudgetExceeded(Exception):
 
 def load_budgets(path: str | None = None) -> Budgets:
     """``agent.budgets`` of config/harbor.yaml (or ``path``); defaults where absent."""
-    from services.common.config import load_config
     try:
         cfg = load_config("harbor", path)
     except FileNotFoundError:
@@ -50,8 +50,8 @@ class BudgetGuard:
         """Before tokenising: a prompt this long cannot fit max_input_tokens, and tokenising it
         would cost memory and time (64 MB of text took the service from 1.9 to 12.3 GB)."""
         if n_chars > self.max_input_chars:
-            raise BudgetExceeded(f"This model's maximum context length is exceeded: the prompt has {n_chars} characters "
-                                 f"(max_input_chars {self.max_input_chars})", "context_length_exceeded",
+            raise BudgetExceeded(f"This model's maximum context length is exceeded: the prompt has {n_chars} "
+                                 f"characters (max_input_chars {self.max_input_chars})", "context_length_exceeded",
                                  "context_overflow")
 
     def apply_to_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -69,7 +69,8 @@ class BudgetGuard:
             raise BudgetExceeded(f"turn budget exhausted: {n_turns} model calls (max_turns {self.b.max_turns})",
                                  "max_turns_exceeded", "max_turns")
         if elapsed_s > self.b.trajectory_timeout_s:
-            raise BudgetExceeded(f"trajectory time budget exhausted ({elapsed_s:.0f} s > {self.b.trajectory_timeout_s} s)",
+            raise BudgetExceeded(f"trajectory time budget exhausted ({elapsed_s:.0f} s > "
+                                 f"{self.b.trajectory_timeout_s} s)",
                                  "timeout", "timeout")
 
     def max_tokens(self, n_prompt: int, requested: int | None) -> int:

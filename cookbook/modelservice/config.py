@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from services.common.config import load_config
 from services.common.paths import CONFIG_DIR, REPO_ROOT, STATE_DIR
 
 DEFAULTS: dict[str, Any] = {
@@ -63,12 +64,12 @@ def fill_from_runtime(cfg: dict[str, Any]) -> dict[str, Any]:
     rt: dict[str, Any] = {}
     if not (t.get("base_url") and t.get("api_key") and (t.get("base_model") or t.get("model_path"))):
         try:
-            from services.common.config import load_config
             rt = load_config("runtime")
         except (FileNotFoundError, ValueError):
             rt = {}
     be = rt.get("backend") or {}
-    t["base_url"] = t.get("base_url") or os.environ.get("TINKER_BASE_URL") or f"http://127.0.0.1:{be.get('port', 19210)}"
+    t["base_url"] = (t.get("base_url") or os.environ.get("TINKER_BASE_URL")
+                     or f"http://127.0.0.1:{be.get('port', 19210)}")
     keys = be.get("api_keys") or []
     t["api_key"] = t.get("api_key") or os.environ.get("TINKER_API_KEY") or (keys[0] if keys else None)
     models = (rt.get("runtime") or {}).get("models") or []

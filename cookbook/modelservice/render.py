@@ -32,7 +32,8 @@ def _text(content: Any, where: str) -> str:
     if isinstance(content, list):   # OpenAI content parts: only text is supported
         out = []
         for part in content:
-            if isinstance(part, dict) and part.get("type") in ("text", "input_text") and isinstance(part.get("text"), str):
+            if (isinstance(part, dict) and part.get("type") in ("text", "input_text")
+                    and isinstance(part.get("text"), str)):
                 out.append(part["text"])
             elif isinstance(part, str):
                 out.append(part)
@@ -118,7 +119,8 @@ class ChatRenderer:
         self.stop_ids = stop_ids(tokenizer)
         self._lock = threading.Lock()
 
-    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, generation_prompt: bool) -> str:
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+               generation_prompt: bool) -> str:
         with self._lock:
             return self.tok.apply_chat_template(messages, tools=tools, add_generation_prompt=generation_prompt,
                                                 tokenize=False)
@@ -132,7 +134,8 @@ class ChatRenderer:
             return self.tok.decode(ids, skip_special_tokens=False)
 
 
-def reply_message(text: str, max_tool_call_chars: int = 50_000, id_prefix: str = "call") -> tuple[dict[str, Any], list[str]]:
+def reply_message(text: str, max_tool_call_chars: int = 50_000,
+                  id_prefix: str = "call") -> tuple[dict[str, Any], list[str]]:
     """The assistant message for sampled ``text`` (without the final ``<|im_end|>``), and parse errors.
 
     All ``<tool_call>`` blocks valid: content = the text before the first block (trailing

@@ -67,7 +67,7 @@ class RockPullMiniSweAgent:
         self.agent_venv, self.rock_venv = Path(agent_venv).resolve(), Path(rock_venv).resolve()
         recorder = Recorder(ChatRenderer(tokenizer), _NoSampler(), BudgetGuard(budgets))
         self.state = ModelServiceState(recorder, "local", key=None)
-        self.last_run: dict[str, Any] = {}   # pull facts of the latest run (tests, logs)
+        self.last_run: dict[str, Any] = {}   # pull facts + turn_info of the run that finished last (tests, logs)
 
     def binds(self) -> list[dict[str, str]]:
         return []   # everything the agent needs is in the image; nothing of the host is reachable
@@ -89,17 +89,18 @@ class RockPullMiniSweAgent:
         s = self.state.create(task_id=task.name, metadata={"agent": self.name, "transport": "rock-pull"},
                               policy=policy)
         t0 = time.time()
+        facts: dict[str, Any] = {}
         try:
-            res, agent_traj = await self._episode(task, sb, s)
+            res, agent_traj = await self._episode(task, sb, s, facts)
         finally:
             rec = self.state.close(s.id)
-        self.last_run["turn_info"] = rec["turn_info"]
+        self.last_run = {**facts, "turn_info": rec["turn_info"]}
         traj = Trajectory.from_json(rec["trajectory"])
         _finish(traj, res, agent_traj)
         traj.timings["agent_s"] = time.time() - t0
         return traj
 
-    async def _episode(self, task, sb, session) -> tuple[ExecResult, dict[str, Any]]:
+    async def _episode(self, task, sb, session, facts: dict[str, Any]) -> tuple[ExecResult, dict[str, Any]]:
         rock = shlex.quote(str(self.rock_venv / "bin" / "rock"))
         py = shlex.quote(str(self.rock_venv / "bin" / "python"))
         port = int((await self._checked(sb, f"{py} -c {shlex.quote(FREE_PORT)}", "picking a port")).split()[-1])
@@ -155,8 +156,8 @@ class RockPullMiniSweAgent:
         rc = await self._sh(sb, "cat /tmp/lts-mini.rc 2>/dev/null")
         log_tail = await self._sh(sb, "tail -c 20000 /tmp/lts-mini.log")
         requests = await self._sh(sb, f"grep -c LLM_REQUEST_START {DATA_DIR}/LLMService.log")
-        self.last_run = {"requests": int(requests.output.split()[-1] or 0) if requests.exit_code in (0, 1) else None,
-                         "answered": index, "pulls": pulls, "port": port}
+        facts.update(requests=int(requests.output.split()[-1]) if requests.exit_code in (0, 1) else None,
+                     answered=index, pulls=pulls, port=port)
         try:
             agent_traj = json.loads(await sb.read_file("/tmp/lts-mini.traj.json"))
         except Exception:  # noqa: BLE001  (the agent may have died before writing it)

@@ -11,6 +11,9 @@ import asyncio
 import logging
 from typing import Any
 
+import tinker
+from tinker import types
+
 from cookbook.agent.agent import SampleOut
 
 log = logging.getLogger(__name__)
@@ -30,8 +33,6 @@ class TinkerSampler:
         return self.model_path or self.base_model or ""
 
     async def start(self) -> None:
-        import tinker
-
         def make():
             self.service = tinker.ServiceClient(base_url=self.base_url, api_key=self.api_key)
             return self.service.create_sampling_client(model_path=self.model_path, base_model=self.base_model)
@@ -44,16 +45,12 @@ class TinkerSampler:
 
     async def sample(self, prompt: list[int], max_tokens: int, stop: list[int], temperature: float = 1.0,
                      top_p: float = 1.0, seed: int | None = None, session: str = "") -> SampleOut:
-        from tinker import types
-
         params = types.SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed)
         res = await self.client.sample(types.ModelInput.from_ints(prompt), 1, params)
         s = res.sequences[0]
         return SampleOut(list(s.tokens), [float(x) for x in (s.logprobs or [])], str(s.stop_reason))
 
     async def compute_logprobs(self, tokens: list[int]) -> list[float | None]:
-        from tinker import types
-
         return list(await self.client.compute_logprobs(types.ModelInput.from_ints(tokens)))
 
     async def close(self) -> None:

@@ -7,8 +7,24 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import subprocess
 import tarfile
+import time
+
+from transformers import AutoTokenizer
+
+from cookbook.agent import Budgets
+from cookbook.agent.agent import SampleOut
+from cookbook.agent.scripted import gold_turns
+from cookbook.rollout import AgentConfig, Failures, Rollouts
+from services.sandbox.backends.base import ExecRequest, SandboxSpec, bash
+from services.sandbox.backends.rock_backend import RockBackend
+from services.sandbox.client import SandboxManagerClient
+from services.sandbox.limits import Limits
+from services.tasks.prepare import ImageRef, prepare_tasks
+from services.tasks.task import load_dataset
+from services.tasks.workspace import build_base
 
 from .conftest import BASE_IMAGE, REPO
 
@@ -21,10 +37,6 @@ def rock_containers(admin) -> list[str]:
 
 
 def test_rock_backend_against_real_rock(rock_admin, tmp_path):
-    from services.sandbox.backends.base import ExecRequest, SandboxSpec, bash
-    from services.sandbox.backends.rock_backend import RockBackend
-    from services.sandbox.limits import Limits
-
     base = tmp_path / "base"
     (base / "pkg").mkdir(parents=True)
     (base / "pkg" / "mod.py").write_text("X = 1\n")
@@ -44,7 +56,8 @@ def test_rock_backend_against_real_rock(rock_admin, tmp_path):
             out["stdin"] = await b.exec("lts-rock-a", ExecRequest(argv=["wc", "-c"], stdin=b"12345"))
             out["err"] = await b.exec("lts-rock-a", ExecRequest(argv=bash("echo oops >&2; exit 3"), merge_stderr=True))
             await b.create_session("lts-rock-a", "s1", env={"GREETING": "hi"})
-            out["s1a"] = await b.run_in_session("lts-rock-a", "s1", "cd /tmp && export N=7 && echo $GREETING", 30, 10_000)
+            out["s1a"] = await b.run_in_session("lts-rock-a", "s1", "cd /tmp && export N=7 && echo $GREETING", 30,
+                                                10_000)
             out["s1b"] = await b.run_in_session("lts-rock-a", "s1", "echo $(pwd) $N", 30, 10_000)
             await b.close_session("lts-rock-a", "s1")
             await b.write_file("lts-rock-a", "/workspace/w.bin", b"\x00\x01binary\xff")
@@ -75,10 +88,6 @@ def test_rock_backend_against_real_rock(rock_admin, tmp_path):
 def test_sample_task_gold_1_empty_0_in_rock_sandboxes(rock_admin, tmp_path):
     """The flavor="rock" client as the task validator's sandbox factory: the task image (built
     offline, scrubbed) started by ROCK; gold patch 1, empty patch 0."""
-    from services.sandbox.client import SandboxManagerClient
-    from services.tasks.prepare import ImageRef, prepare_tasks
-    from services.tasks.task import load_dataset
-
     task = next(t for t in load_dataset(SAMPLE).tasks if "stats" in t.name)
 
     async def main():
@@ -99,18 +108,6 @@ def test_sample_task_gold_1_empty_0_in_rock_sandboxes(rock_admin, tmp_path):
 def test_one_rollout_in_a_rock_sandbox(rock_admin, tmp_path, tiny_model):
     """The real agent loop and verifier (in-place grading) in a ROCK sandbox through the
     flavor="rock" client; the policy answers with the micro task's gold edit → reward 1."""
-    import json
-
-    from transformers import AutoTokenizer
-
-    from cookbook.agent import Budgets
-    from cookbook.agent.agent import SampleOut
-    from cookbook.agent.scripted import gold_turns
-    from cookbook.rollout import AgentConfig, Failures, Rollouts
-    from services.sandbox.client import SandboxManagerClient
-    from services.tasks.task import load_dataset
-    from services.tasks.workspace import build_base
-
     task = next(t for t in load_dataset(REPO / "datasets" / "micro").tasks if t.name.endswith("absolute"))
     base = tmp_path / "base"
     build_base(task, base)
@@ -138,7 +135,6 @@ def test_one_rollout_in_a_rock_sandbox(rock_admin, tmp_path, tiny_model):
 
 
 def _wait_gone(admin) -> bool:
-    import time
     deadline = time.monotonic() + 15
     while rock_containers(admin) and time.monotonic() < deadline:
         time.sleep(0.3)

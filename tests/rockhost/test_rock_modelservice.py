@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import shlex
 
 import pytest
@@ -24,11 +25,14 @@ import yaml
 from tinker import types
 from transformers import AutoTokenizer
 
+from cookbook import rl_loop
 from cookbook.agent.agent import SampleOut
 from cookbook.agent.budgets import Budgets
 from cookbook.agent.trajectory import Trajectory
+from cookbook.cli import parse
 from cookbook.modelservice.rock_pull import RockPullMiniSweAgent
 from cookbook.rollout import AgentConfig, Failures, Rollouts
+from cookbook.setup import RunContext
 from helpers import read_json, run_sh
 from services.sandbox.client import SandboxManagerClient
 from services.tasks.task import load_dataset
@@ -38,6 +42,16 @@ from .conftest import BASE_IMAGE, REPO
 from .test_real_rock import rock_containers
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _agent_venv():
+    """mini-swe-agent's venv (the local ROCK bind-mounts it into its sandboxes)."""
+    if not (REPO / ".venv-agent" / "bin" / "mini").exists():
+        problem = "no .venv-agent (run: bash setup.sh agent)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true: {problem}")
+        pytest.skip(problem)
 
 
 def _call(cmd: str) -> str:
@@ -130,12 +144,16 @@ def test_mini_swe_agent_in_a_rock_sandbox_through_the_pull_pattern(rock_admin, b
     assert rock_containers(rock_admin) == []
 
 
-def test_run_sh_rollout_with_mini_swe_agent_on_rock(rock_admin, isolated_config):
+def test_run_sh_rollout_with_mini_swe_agent_on_rock(rock_admin, backend, isolated_config):
     """`run.sh rollout --agent mini-swe-agent` with config/harbor.yaml pointing at a ROCK admin (what
     `configure.py --rock-base-url` writes, plus `sandbox.image`): no sandbox manager is started, each
     rollout's base is uploaded into a ROCK sandbox, mini-swe-agent's calls are pulled (rock_pull.py) and
-    sampled by the tiny model, and the change is graded in a fresh ROCK sandbox (clean grading)."""
+    sampled by the tiny model, and the change is graded in a fresh ROCK sandbox (clean grading). The
+    session's backend serves the model (--no-services)."""
     tmp, cfg = isolated_config
+    rt = yaml.safe_load((cfg / "runtime.yaml").read_text())
+    rt["backend"].update(port=backend.port, api_keys=[backend.key])
+    (cfg / "runtime.yaml").write_text(yaml.safe_dump(rt))
     h = yaml.safe_load((cfg / "harbor.yaml").read_text())
     h["sandbox"].update(base_url=str(rock_admin), flavor="rock", image=BASE_IMAGE)
     (cfg / "harbor.yaml").write_text(yaml.safe_dump(h))
@@ -143,10 +161,9 @@ def test_run_sh_rollout_with_mini_swe_agent_on_rock(rock_admin, isolated_config)
     for k in ("TINKER_API_KEY", "TINKER_BASE_URL"):
         env.pop(k, None)
     run = run_sh(env, "rollout", "--agent", "mini-swe-agent", "--preset", "quickstart", "--task-id", "absolute",
-                 "--n", "2")
+                 "--n", "2", "--no-services")
     res = read_json(run / "results" / "rollout" / "result.json")
     assert res["n_rollouts"] == 2 and res["failures"] == {"infra": 0, "agent": 0, "verifier": 0, "retries": 0}, res
-    assert not (run / "sandbox-admin.log").exists()   # no sandbox manager of ours was involved
     for d in sorted((run / "results" / "rollout").glob("*-00?")):
         t = Trajectory.from_json(read_json(d / "trajectory.json"))
         assert len(t.turns) == 1 and t.stop_reason == "max_turns", t.summary()   # quickstart: one call
@@ -160,3 +177,78 @@ def test_run_sh_rollout_with_mini_swe_agent_on_rock(rock_admin, isolated_config)
             break
         asyncio.run(asyncio.sleep(0.2))
     assert rock_containers(rock_admin) == []
+
+
+class ForcedPolicy:
+    """The GRPO step's policy (``rl_loop.TinkerPolicy``) replaced by teacher forcing: even forks replay
+    the gold fix, odd ones submit at once (a group with reward variance); logprobs from the step's
+    sampling client (tests/modelservice/test_black_box_rollouts.py does the same over the socket)."""
+
+    scripts: list[list[str]] = []
+    tok = None
+
+    def __init__(self, sampler, stop_token_ids, temperature: float = 1.0, top_p: float = 1.0, seed=None,
+                 texts: list[str] | None = None):
+        self.sampler, self.texts, self.calls, self.forks = sampler, texts, 0, 0
+
+    def fork(self, seed) -> "ForcedPolicy":
+        p = ForcedPolicy(self.sampler, None, texts=self.scripts[self.forks % len(self.scripts)])
+        self.forks += 1
+        return p
+
+    async def sample(self, prompt: list[int], max_tokens: int) -> SampleOut:
+        text = self.texts[min(self.calls, len(self.texts) - 1)]
+        self.calls += 1
+        toks = (list(self.tok.encode(text, add_special_tokens=False))
+                + [self.tok.convert_tokens_to_ids("<|im_end|>")])[:max_tokens]
+        lps = await self.sampler.compute_logprobs_async(types.ModelInput.from_ints(prompt + toks))
+        return SampleOut(toks, [float(x) for x in lps[len(prompt):]], "stop")
+
+
+def test_grpo_step_on_mini_swe_agent_trajectories_from_rock(rock_admin, backend, tiny_model, tmp_path, monkeypatch):
+    """One step of the GRPO recipe (``rl_loop.rl_step``, config from ``grpo --agent mini-swe-agent``) whose
+    group of 2 runs mini-swe-agent in ROCK sandboxes through the pull pattern: rewards [1, 0], two
+    training datums from the captured token-exact trajectories, the weights move."""
+    task = next(t for t in load_dataset(REPO / "datasets" / "micro").tasks if t.path.name == "absolute")
+    base = tmp_path / "base"
+    build_base(task, base)
+    tok = AutoTokenizer.from_pretrained(str(tiny_model[1]))
+    e = json.loads((task.solution_dir / "edit.json").read_text())
+    fix = (f"import pathlib; p = pathlib.Path({e['path']!r}); "
+           f"p.write_text(p.read_text().replace({e['old']!r}, {e['new']!r}, 1))")
+    submit = _call("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
+    monkeypatch.setattr(ForcedPolicy, "scripts", [[_call("python3 -c " + shlex.quote(fix)), submit], [submit]])
+    monkeypatch.setattr(ForcedPolicy, "tok", tok)
+    monkeypatch.setattr(rl_loop, "TinkerPolicy", ForcedPolicy)   # the stand-in for the model
+    cfg = parse(["grpo", "--agent", "mini-swe-agent", "--task-id", "absolute", "--num-steps", "1",
+                 "--group-size", "2", "--groups-per-step", "1", "--learning-rate", "1e-2"])
+    budgets = Budgets(max_turns=4, max_output_tokens=256, command_timeout_s=60, trajectory_timeout_s=300)
+    agent = RockPullMiniSweAgent(tok, budgets)
+
+    async def go():
+        async with SandboxManagerClient(rock_admin, flavor="rock") as c:
+            async def factory(b, binds=None):
+                return await c.create(b, image=BASE_IMAGE, limits={"memory_mb": 1024, "cpus": 1})
+            ro = Rollouts(factory, {task.name: base}, tok, AgentConfig(budgets=budgets), concurrency=2,
+                          grading="in-place", black_box=agent)
+            ctx = RunContext(None, [task], {task.name: base}, tok, ro, ro.cfg, random.Random(0))
+            sc = tinker.ServiceClient(base_url=backend.url, api_key=backend.key)
+            tc = await sc.create_lora_training_client_async(base_model=backend.model, rank=4, seed=0)
+            probe = types.ModelInput.from_ints(tok.encode(submit + " " + task.instruction)[:64])
+            try:
+                before = await (await tc.save_weights_and_get_sampling_client_async()).compute_logprobs_async(probe)
+                rec = await rl_loop.rl_step(cfg, ctx, tc, 0, tmp_path, rl_loop.RLState(),
+                                            tok.convert_tokens_to_ids("<|im_end|>"))
+                after = await (await tc.save_weights_and_get_sampling_client_async()).compute_logprobs_async(probe)
+            finally:
+                await ro.aclose()
+            return rec, before, after
+
+    rec, before, after = asyncio.run(go())
+    assert rec["group_returns"] == [[1.0, 0.0]], rec["failures"]
+    assert rec["train_transitions"] == 2 and rec["train_tokens"] > 0, rec   # nonzero training transitions
+    assert max(abs(a - b) for a, b in zip(before[1:], after[1:])) > 1e-4    # the weights changed
+    gold = Trajectory.from_json(read_json(tmp_path / "step_000" / "rollout_00.json")["trajectory"])
+    assert gold.stop_reason == "submitted" and len(gold.turns) == 2 and len(gold.segments) == 1
+    assert gold.segments[0].n_sampled == sum(len(t.sampled_tokens) for t in gold.turns)
+    assert agent.last_run["requests"] in (1, 2)   # the last rollout to finish: gold 2 calls, submit 1

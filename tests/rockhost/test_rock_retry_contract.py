@@ -21,7 +21,8 @@ def fake_rock(failures: int) -> tuple[httpx.MockTransport, list[int]]:
         if len(calls) <= failures:
             return httpx.Response(200, json={"status": "Failed", "message": "proxy",
                                              "error": "Service unavailable: Upstream server is not reachable."})
-        return httpx.Response(200, json={"status": "Success", "result": {"stdout": "ok\n", "stderr": "", "exit_code": 0}})
+        return httpx.Response(200, json={"status": "Success",
+                                         "result": {"stdout": "ok\n", "stderr": "", "exit_code": 0}})
     return httpx.MockTransport(handler), calls
 
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import base64
 import io
-import os
 import shlex
 import tarfile
 import tempfile
 import time
 from typing import Any
+
+from rock.actions import BashAction, CloseBashSessionRequest, Command, CreateBashSessionRequest, UploadMode
+from rock.sdk.sandbox.client import Sandbox
+from rock.sdk.sandbox.config import SandboxConfig
 
 from ..errors import BadRequest, NotFound, SandboxError
 from .base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
@@ -41,8 +44,6 @@ class RockBackend(Backend):
                    float(r.get("startup_timeout", 300)))
 
     async def create(self, sandbox_id: str, spec: SandboxSpec) -> dict[str, Any]:
-        from rock.sdk.sandbox.client import Sandbox
-        from rock.sdk.sandbox.config import SandboxConfig
         lim = spec.limits
         cfg = SandboxConfig(base_url=self.base_url, image=spec.image or self.default_image, cluster=self.cluster,
                             extra_headers=self.extra_headers, memory=f"{lim.memory_mb}m", cpus=lim.cpus,
@@ -55,7 +56,8 @@ class RockBackend(Backend):
         self.sandboxes[sandbox_id] = sb
         mk = await self.exec(sandbox_id, ExecRequest(argv=["mkdir", "-p", "/workspace"], cwd="/", timeout=60))
         if mk.exit_code != 0:   # ROCK runs nothing with a cwd that does not exist
-            raise SandboxError(f"ROCK sandbox {sandbox_id}: cannot create /workspace: {mk.stderr.decode(errors='replace')}")
+            err = mk.stderr.decode(errors="replace")
+            raise SandboxError(f"ROCK sandbox {sandbox_id}: cannot create /workspace: {err}")
         if spec.base_dir:
             buf = io.BytesIO()
             with tarfile.open(fileobj=buf, mode="w") as tf:
@@ -70,7 +72,6 @@ class RockBackend(Backend):
         return sb
 
     async def _upload(self, sb: Any, data: bytes) -> str:
-        from rock.actions import UploadMode
         target = f"/tmp/.lts-{time.monotonic_ns()}"
         with tempfile.NamedTemporaryFile() as f:
             f.write(data)
@@ -81,7 +82,6 @@ class RockBackend(Backend):
         return target
 
     async def exec(self, sandbox_id: str, req: ExecRequest) -> ExecOutput:
-        from rock.actions import Command
         sb = self._get(sandbox_id)
         argv = req.argv
         if req.stdin is not None:
@@ -101,14 +101,12 @@ class RockBackend(Backend):
 
     async def create_session(self, sandbox_id: str, session: str, env: dict[str, str] | None = None,
                              startup_source: list[str] | None = None) -> str:
-        from rock.actions import CreateBashSessionRequest
         r = await self._get(sandbox_id).create_session(
             CreateBashSessionRequest(session=session, env=env, startup_source=startup_source or []))
         return r.output
 
     async def run_in_session(self, sandbox_id: str, session: str, command: str, timeout: float,
                              max_output: int) -> SessionOutput:
-        from rock.actions import BashAction
         try:
             obs = await self._get(sandbox_id)._run_in_session(
                 BashAction(session=session, command=command, timeout=timeout, check="ignore"))
@@ -118,7 +116,6 @@ class RockBackend(Backend):
                              False, len(obs.output) > max_output, obs.failure_reason or "")
 
     async def close_session(self, sandbox_id: str, session: str) -> None:
-        from rock.actions import CloseBashSessionRequest
         await self._get(sandbox_id).close_session(CloseBashSessionRequest(session=session))
 
     async def read_file(self, sandbox_id: str, path: str, max_bytes: int) -> bytes:

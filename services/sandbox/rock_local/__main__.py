@@ -119,8 +119,8 @@ def start(args: argparse.Namespace) -> None:
         (state / "pids.json").write_text(json.dumps({**pids, "label": key}))
         wait_http(f"http://127.0.0.1:{rocklet_port}/is_alive", pids["rocklet"], state / "rocklet.log", 60)
         wait_ray(venv, ray_port, pids["ray"], state / "ray.log")
-        pids["admin"] = spawn([str(venv / "bin" / "python"), "-c", ADMIN_BOOT, "--env", "local", "--port", str(admin_port)],
-                              state / "admin.log", env)
+        pids["admin"] = spawn([str(venv / "bin" / "python"), "-c", ADMIN_BOOT, "--env", "local", "--port",
+                               str(admin_port)], state / "admin.log", env)
         (state / "pids.json").write_text(json.dumps({**pids, "label": key}))
         wait_http(f"http://127.0.0.1:{admin_port}/", pids["admin"], state / "admin.log", args.timeout)
     except BaseException:
@@ -184,7 +184,8 @@ def main() -> None:
     p = argparse.ArgumentParser(prog="python -m services.sandbox.rock_local", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=["start", "stop"])
-    p.add_argument("--state", type=Path, default=REPO / "state" / "rock", help="logs, config, pids (default state/rock)")
+    p.add_argument("--state", type=Path, default=REPO / "state" / "rock",
+                   help="logs, config, pids (default state/rock)")
     p.add_argument("--venv", type=Path, default=REPO / ".venv-rock", help="rl-rock[admin] venv (setup.sh rock)")
     p.add_argument("--agent-venv", type=Path, default=REPO / ".venv-agent",
                    help="mini-swe-agent venv bind-mounted into the sandboxes when it exists (default .venv-agent)")
