@@ -3,8 +3,8 @@
 One SFT warm start (the quickstart preset, ``--seed``), then GRPO from it once per K, with the same seed,
 tasks and step count (so the same task order per K >= 1 and the same sampling streams per step). Prints,
 per K: steps per hour of the step loop (checkpoint saves excluded), the rollout-idle fraction (sync: the
-step's weight sync + training, when no rollout runs; async: the sampler's waits for the staleness
-bound), the trainer-idle fraction (sync: weight sync + rollouts; async: the trainer's waits for the next
+step's weight sync + training, when no rollout runs; async: the time no batch was being sampled), the
+trainer-idle fraction (sync: weight sync + rollouts; async: the trainer's waits for the next
 batch), the mean reward of the first and last 5 steps, the mean staleness, and the machine's load average
 (os.getloadavg(): 2 cores shared with others). Writes bench/results/async-<timestamp>.{json,png} (reward vs
 wall clock). Uses the running config/ (bash setup.sh all && python configure.py first).
@@ -43,7 +43,7 @@ def figures(steps: list[dict], k: int) -> dict:
         rollout_idle = sum(x["weight_sync_s"] + x["train_s"] for x in t)
         trainer_idle = sum(x["weight_sync_s"] + x["rollout_s"] for x in t)
     else:
-        rollout_idle = sum(x["rollout_wait_s"] for x in t)
+        rollout_idle = sum(x["rollout_idle_s"] for x in t)
         trainer_idle = sum(x["trainer_wait_s"] for x in t)
     curve = [s["mean_reward"] for s in steps]
     n = min(5, len(curve))
@@ -65,12 +65,17 @@ def main() -> int:
     ap.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2], help="values of --max-steps-off-policy")
     ap.add_argument("--num-steps", type=int, default=40, help="GRPO steps per run (default 40)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--warm-start", default=None, metavar="TINKER_PATH",
+                    help="an sft checkpoint of the quickstart preset to start from (default: run sft first)")
     args = ap.parse_args()
     out: dict = {"seed": args.seed, "num_steps": args.num_steps, "runs": []}
     load0 = os.getloadavg()
     t0 = time.time()
-    sft = run("sft", args.seed, ["--init-from", "none"])
-    warm = json.loads((sft / "results" / "sft" / "result.json").read_text())["final_checkpoint"]
+    if args.warm_start:
+        warm = args.warm_start
+    else:
+        sft = run("sft", args.seed, ["--init-from", "none"])
+        warm = json.loads((sft / "results" / "sft" / "result.json").read_text())["final_checkpoint"]
     out["warm_start"], out["sft_s"] = warm, time.time() - t0
     print(f"sft warm start {warm} in {out['sft_s']:.0f} s (load {load0[0]:.2f})", flush=True)
     for k in args.ks:

@@ -78,7 +78,6 @@ class Batch:
     version: int                 # optimizer steps behind the weights the batch was sampled with
     rollout_s: float
     weight_sync_s: float = 0.0
-    wait_s: float = 0.0          # async: the sampler's wait for the staleness bound before this batch
 
 
 def _seed(cfg: RLConfig, step: int, g: int, k: int) -> int:  # one reproducible sampling stream per rollout
@@ -214,6 +213,9 @@ class OffPolicySampler:
         self.changed = asyncio.Event()      # new weights were published
         self.launched = asyncio.Event()     # a batch started sampling
         self.batches: dict[int, asyncio.Task[Batch]] = {}
+        self.inflight = 0                   # batches being sampled now
+        self.idle_s = 0.0                   # time with no batch sampling, not yet reported
+        self.idle_since: float | None = None
         self.task = asyncio.create_task(self._run(start))
 
     def publish(self, sampler, version: int) -> None:
@@ -223,19 +225,33 @@ class OffPolicySampler:
     async def _run(self, start: int) -> None:
         K = self.cfg.max_steps_off_policy
         for j in range(start, self.cfg.train.num_steps):
-            t0 = time.time()
             while self.newest[1] < j - K:
                 self.changed.clear()
                 await self.changed.wait()
-            self.batches[j] = asyncio.create_task(self._sample(j, *self.newest, time.time() - t0))
+            self.batches[j] = asyncio.create_task(self._sample(j, *self.newest))
             self.launched.set()
 
-    async def _sample(self, j: int, sampler, version: int, wait_s: float) -> Batch:
-        pol = TinkerPolicy(sampler, [self.eos], temperature=self.cfg.common.temperature)
-        tasks = [self.ctx.tasks[i] for i in tasks_for_step(self.cfg, len(self.ctx.tasks), j)]
-        batch = await sample_batch(self.cfg, self.ctx, j, pol, tasks, version)
-        batch.wait_s = wait_s
-        return batch
+    async def _sample(self, j: int, sampler, version: int) -> Batch:
+        if self.inflight == 0 and self.idle_since is not None:
+            self.idle_s += time.time() - self.idle_since
+        self.inflight += 1
+        try:
+            pol = TinkerPolicy(sampler, [self.eos], temperature=self.cfg.common.temperature)
+            tasks = [self.ctx.tasks[i] for i in tasks_for_step(self.cfg, len(self.ctx.tasks), j)]
+            return await sample_batch(self.cfg, self.ctx, j, pol, tasks, version)
+        finally:
+            self.inflight -= 1
+            if self.inflight == 0:
+                self.idle_since = time.time()
+
+    def take_idle(self) -> float:
+        """Seconds without any batch sampling since the last call (the rollout side's idle time)."""
+        now = time.time()
+        if self.inflight == 0 and self.idle_since is not None:
+            self.idle_s += now - self.idle_since
+            self.idle_since = now
+        idle, self.idle_s = self.idle_s, 0.0
+        return idle
 
     async def next(self, step: int) -> Batch:
         """The batch of ``step`` once sampled (the sampler's exception if it failed)."""
@@ -276,11 +292,12 @@ async def off_policy_step(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, stat
                  batch.rollout_s)
     extra = {"sampler_version": batch.version, "groups_stale_dropped": groups_stale,
              "group_staleness": [staleness] * len(used.groups),
-             "timings": {"trainer_wait_s": trainer_wait_s, "rollout_wait_s": batch.wait_s}}
+             "timings": {"trainer_wait_s": trainer_wait_s}}
     rec = await train_batch(cfg, ctx, tc, step, run_dir, state, used, reference, extra)
     t1 = time.time()
     sampler.publish(await tc.save_weights_and_get_sampling_client(), step + 1)
     rec["timings"]["weight_sync_s"] = time.time() - t1
+    rec["timings"]["rollout_idle_s"] = sampler.take_idle()
     write_step_result(run_dir, step, rec)
     return rec
 
