@@ -86,11 +86,12 @@ def engine_run(eng: StaticEngine, specs: list[SampleSpec]):
 
 def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float,
                  attention: str = "auto", graphs: bool = True, new: int | None = None, tag: str = "",
-                 fuse_layers: bool = True):
+                 fuse_layers: bool = True, overlap: bool | None = None):
     new = new or NEW
     eng = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=max(batches), max_context=PROMPT + NEW + 256,
                                                                  attention=attention, cuda_graphs=graphs,
-                                                                 compile=COMPILE, fuse_layers=fuse_layers))
+                                                                 compile=COMPILE, fuse_layers=fuse_layers,
+                                                                 overlap=overlap))
     eng.load_weights("base", model)
     w_bytes = shape.weight_bytes() - shape.vocab * shape.hidden * 2  # embedding rows are gathered, not streamed
     kv_tok = shape.kv_bytes_per_token()
@@ -278,7 +279,8 @@ def main() -> None:
     ap.add_argument("--batches", default="1,16,64")
     ap.add_argument("--hf", default="1:64,16:64,64:256", help="HF generate runs, batch:new_tokens (empty: none)")
     ap.add_argument("--variants", default="bmm,sdpa,nographs,grpo",
-                    help="extra engine runs: bmm/sdpa attention (smallest and largest batch), nographs, grpo")
+                    help="extra engine runs: bmm/sdpa attention, unfused (issue-20 step), sync (no overlap) at the "
+                         "smallest and largest batch; nographs; grpo")
     ap.add_argument("--other-arch", default="", help="also time the HF fallback sampler on this architecture (llama)")
     ap.add_argument("--other-arch-runs", default="1:32,64:64", help="batch:new_tokens runs of --other-arch")
     ap.add_argument("--other-arch-shape", default="4b")
@@ -320,6 +322,9 @@ def main() -> None:
                     for v in a.variants.split(","):
                         if v in ("bmm", "sdpa"):
                             e, _ = bench_engine(model, shape, R, name, sorted({batches[0], B}), bw, attention=v)
+                        elif v == "sync":  # each step's tokens recorded before the next step starts
+                            e, _ = bench_engine(model, shape, R, name, sorted({batches[0], B}), bw, overlap=False,
+                                                tag="_sync")
                         elif v == "unfused":  # the issue-20 step: pre + post pieces per layer
                             e, _ = bench_engine(model, shape, R, name, sorted({batches[0], B}), bw, fuse_layers=False,
                                                 tag="_unfused")

@@ -64,6 +64,7 @@ class EngineOptions:
     cuda_graphs: bool | None = None      # None: on CUDA only
     compile: bool | None = None          # torch.compile the elementwise pieces (None: on CUDA only)
     attention: str = "auto"              # auto (triton on CUDA) | triton | bmm | sdpa (decode attention)
+    overlap: bool | None = None          # launch step k+1 before recording step k's tokens (None: with graphs)
     fuse_layers: bool = True             # one compiled piece across each layer boundary (False: the issue-20 split)
 
     @classmethod
@@ -95,6 +96,14 @@ class _Seq:
     logprobs: list[float] = field(default_factory=list)
     done: str | None = None
     pos: int = 0            # tokens in this slot's cache
+
+
+@dataclass
+class _Step:
+    rows: list[tuple[int, "_Seq"]]   # (slot, its sequence at launch)
+    b: int
+    buf: int                         # which host buffer receives its tokens
+    done: Any                        # CUDA event after the copy (None without CUDA graphs)
 
 
 def cuda_memory(device: torch.device) -> str:
@@ -151,8 +160,12 @@ class StaticEngine:
         self.o_tok = torch.zeros(S, dtype=torch.int64, device=dev)
         self.o_lp = torch.zeros(S, dtype=torch.float32, device=dev)
         pin = self.device.type == "cuda"
-        self.p_tok = torch.zeros(S, dtype=torch.int64, pin_memory=pin)
-        self.p_lp = torch.zeros(S, dtype=torch.float32, pin_memory=pin)
+        # two host buffers for the sampled tokens: step k+1's are copied while step k's are read
+        self.p_tok = [torch.zeros(S, dtype=torch.int64, pin_memory=pin) for _ in range(2)]
+        self.p_lp = [torch.zeros(S, dtype=torch.float32, pin_memory=pin) for _ in range(2)]
+        self.overlap = self.use_graphs if opts.overlap is None else bool(opts.overlap)
+        self._inflight: _Step | None = None
+        self._flip = 0
         self.vidx = torch.arange(shape.vocab, device=dev)
         self.buckets = _batch_buckets(S)
         self.slot_seq: list[_Seq | None] = [None] * S
@@ -238,6 +251,7 @@ class StaticEngine:
                     r.callback = cb
                     self._enqueue(r, pending)
             if pending and self.free:
+                self._drain()  # a freed slot is refilled only once no launched step still writes it
                 self._admit(pending)
             live = sum(1 for s in self.slot_seq if s is not None)
             if live:
@@ -437,31 +451,64 @@ class StaticEngine:
         self.stats["capture_s"] += time.perf_counter() - t0
         return g
 
-    @torch.no_grad()
-    def _decode_step(self) -> None:
-        t0 = time.perf_counter()
+    def _launch(self, ahead: int) -> "_Step":
+        """Start one decode step of the live slots. ``ahead``: steps already launched but not yet
+        recorded (their positions are one further on the device than in the host mirror)."""
         live = [i for i, s in enumerate(self.slot_seq) if s is not None]
         b = self.buckets[bisect.bisect_left(self.buckets, live[-1] + 1)]
-        ctx = _ctx_bucket(int(self.h["pos"][live].max()) + 1, self.opts.max_context)
+        ctx = _ctx_bucket(int(self.h["pos"][live].max()) + 1 + ahead, self.opts.max_context)
         filtered = bool(((self.h["topk"][live] > 1) | (self.h["topp"][live] < 1.0)).any())
         if self._dirty:
             self._upload()
+        buf, self._flip = self._flip, 1 - self._flip
         if self.use_graphs:
             self._graph(b, ctx, filtered).replay()
-            self.p_tok[:b].copy_(self.o_tok[:b], non_blocking=True)
-            self.p_lp[:b].copy_(self.o_lp[:b], non_blocking=True)
-            torch.cuda.current_stream(self.device).synchronize()
+            self.p_tok[buf][:b].copy_(self.o_tok[:b], non_blocking=True)
+            self.p_lp[buf][:b].copy_(self.o_lp[:b], non_blocking=True)
+            done = torch.cuda.Event()
+            done.record(torch.cuda.current_stream(self.device))
         else:
             self._step_fn(b, ctx, filtered)
-            self.p_tok[:b].copy_(self.o_tok[:b])
-            self.p_lp[:b].copy_(self.o_lp[:b])
-        toks = self.p_tok[:b].numpy()
-        lps = self.p_lp[:b].numpy()
-        for i in live:
-            sq = self.slot_seq[i]
+            self.p_tok[buf][:b].copy_(self.o_tok[:b])
+            self.p_lp[buf][:b].copy_(self.o_lp[:b])
+            done = None
+        return _Step([(i, self.slot_seq[i]) for i in live], b, buf, done)
+
+    def _finish(self, st: "_Step") -> None:
+        """Record a launched step's tokens (rows whose sequence ended at an earlier step are skipped:
+        a step launched ahead computed them in vain)."""
+        if st.done is not None:
+            st.done.synchronize()
+        toks, lps = self.p_tok[st.buf][: st.b].numpy(), self.p_lp[st.buf][: st.b].numpy()
+        n = 0
+        for i, sq in st.rows:
+            if self.slot_seq[i] is not sq:
+                continue
             sq.pos += 1
             self.h["step"][i] += 1
             self._record(sq, int(toks[i]), float(lps[i]))
+            n += 1
         self.stats["steps"] += 1
-        self.stats["tokens"] += len(live)
+        self.stats["tokens"] += n
+
+    def _drain(self) -> None:
+        if self._inflight is not None:
+            st, self._inflight = self._inflight, None
+            self._finish(st)
+
+    @torch.no_grad()
+    def _decode_step(self) -> None:
+        """One step. With ``overlap`` the next step is launched before this one's tokens are recorded
+        (the graph itself advances each row's token, position and stream counter on the device), so
+        the host's bookkeeping runs while the GPU decodes; not when a row is known to end here
+        (its max_tokens) or the batch must change (``_dirty``): then the step after waits for it."""
+        t0 = time.perf_counter()
+        cur = self._inflight or self._launch(0)
+        self._inflight = None
+        if self.overlap and not self._dirty and not any(
+                len(sq.tokens) + 1 >= sq.req.spec.max_tokens for _, sq in cur.rows):
+            self._inflight = self._launch(1)
+        self._finish(cur)
+        if self._inflight is not None and self._dirty:
+            self._drain()  # a row ended by a stop token: the step launched ahead is recorded before the batch changes
         self.stats["decode_s"] += time.perf_counter() - t0
