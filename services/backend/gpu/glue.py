@@ -14,6 +14,8 @@ options (``engine.sampler_options`` in engine.yaml):
   cuda_graphs      capture the decode step (default: on CUDA)
   compile          torch.compile the elementwise pieces (default: on CUDA; eager fallback on failure)
   attention        decode attention: auto (default: triton on CUDA, bmm elsewhere) | triton | bmm | sdpa
+  fuse_layers      one compiled piece across each layer boundary in decode (default true)
+  overlap          launch decode step k+1 before recording step k's tokens (default: with cuda_graphs)
 """
 
 from __future__ import annotations
