@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from .backends.base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
+from .backends.base import ExecOutput, ExecRequest, SandboxBackend, SandboxSpec, SessionOutput
 from .errors import BadRequest, Conflict, NotFound, SandboxLost, Unavailable
 from .limits import Limits
 from .paths import host_dir_under, session_name
@@ -52,7 +52,7 @@ class LifecycleConfig:
 
 
 class SandboxManager:
-    def __init__(self, backend: Backend, store: Store, lifecycle: LifecycleConfig, default_limits: Limits,
+    def __init__(self, backend: SandboxBackend, store: Store, lifecycle: LifecycleConfig, default_limits: Limits,
                  images: dict[str, str | None] | None = None, base_sources: list[str] | None = None):
         self.backend = backend
         self.store = store

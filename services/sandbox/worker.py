@@ -1,4 +1,4 @@
-"""The worker's internal HTTP API: the ``Backend`` interface over HTTP, for an admin that runs
+"""The worker's internal HTTP API: the ``SandboxBackend`` interface over HTTP, for an admin that runs
 with ``backend: worker`` (backends/worker_client.py). Key-protected like the admin. Bytes
 travel base64-encoded in JSON."""
 
@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, FastAPI
 from pydantic import BaseModel
 
-from .backends.base import Backend, ExecRequest, SandboxSpec
+from .backends.base import ExecRequest, SandboxBackend, SandboxSpec
 from .config import base_sources
 from .http_common import BodySizeLimit, install_error_handlers, make_key_check, ok
 from .limits import Limits
@@ -53,7 +53,7 @@ class SessionBody(BaseModel):
     max_output: int = 1_000_000
 
 
-def build_worker_app(backend: Backend, cfg: dict[str, Any]) -> FastAPI:
+def build_worker_app(backend: SandboxBackend, cfg: dict[str, Any]) -> FastAPI:
     check_key = make_key_check(cfg["auth"]["key"], cfg["auth"].get("header", "X-Key"))
     app = FastAPI(title="sandbox worker")
     install_error_handlers(app)

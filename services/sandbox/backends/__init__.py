@@ -1,4 +1,4 @@
-"""Sandbox backends behind one interface (``base.Backend``).
+"""Sandbox backends behind one interface (``base.SandboxBackend``).
 
 * ``local``  – bubblewrap + overlayfs + cgroups on this host (services/sandbox/local/)
 * ``docker`` – one container per sandbox through the Docker SDK
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
+from .base import ExecOutput, ExecRequest, SandboxBackend, SandboxSpec, SessionOutput
 
 
-def make_backend(name: str, config: dict[str, Any]) -> Backend:
+def make_backend(name: str, config: dict[str, Any]) -> SandboxBackend:
     """Build the backend ``name`` from the whole sandbox config mapping. Only the chosen backend's module
     is imported (they need different packages, and local.backend imports this package)."""
     if name == "local":
@@ -35,4 +35,4 @@ def make_backend(name: str, config: dict[str, Any]) -> Backend:
     raise ValueError(f"unknown sandbox backend {name!r} (local | docker | rock | worker)")
 
 
-__all__ = ["Backend", "ExecOutput", "ExecRequest", "SandboxSpec", "SessionOutput", "make_backend"]
+__all__ = ["SandboxBackend", "ExecOutput", "ExecRequest", "SandboxSpec", "SessionOutput", "make_backend"]

@@ -78,7 +78,7 @@ def bash(cmd: str) -> list[str]:
     return ["/bin/bash", "-c", cmd]
 
 
-class Backend(abc.ABC):
+class SandboxBackend(abc.ABC):
     """Resources of sandboxes on one backend. All methods are coroutines and safe to call
     concurrently for different sandboxes."""
 

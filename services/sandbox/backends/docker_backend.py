@@ -49,7 +49,7 @@ from services.common.paths import REPO_ROOT, STATE_DIR
 from ..config import resolve
 from ..errors import BadRequest, NotFound, SandboxError
 from ..local.backend import default_runtime_paths
-from .base import Backend, ExecOutput, ExecRequest, SandboxSpec
+from .base import ExecOutput, ExecRequest, SandboxBackend, SandboxSpec
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ WORKSPACE = "/workspace"
 STDIN_DIR = "/.lts-stdin"   # in the container's own layer: the archive API cannot write into its tmpfs /tmp
 
 
-class DockerBackend(Backend):
+class DockerBackend(SandboxBackend):
     name = "docker"
     supports_binds = True
 

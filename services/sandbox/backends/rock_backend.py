@@ -21,10 +21,10 @@ from rock.sdk.sandbox.client import Sandbox
 from rock.sdk.sandbox.config import SandboxConfig
 
 from ..errors import BadRequest, NotFound, SandboxError
-from .base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
+from .base import ExecOutput, ExecRequest, SandboxBackend, SandboxSpec, SessionOutput
 
 
-class RockBackend(Backend):
+class RockBackend(SandboxBackend):
     name = "rock"
 
     def __init__(self, base_url: str, cluster: str = "default", extra_headers: dict[str, str] | None = None,

@@ -9,11 +9,11 @@ from typing import Any
 import httpx
 
 from ..errors import Unavailable, error_for_status
-from .base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
+from .base import ExecOutput, ExecRequest, SandboxBackend, SandboxSpec, SessionOutput
 
 log = logging.getLogger(__name__)
 
-class WorkerBackend(Backend):
+class WorkerBackend(SandboxBackend):
     name = "worker"
     supports_binds = True   # checked by the worker's own backend
 

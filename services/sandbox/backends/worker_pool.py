@@ -17,13 +17,13 @@ import logging
 from typing import Any
 
 from ..errors import SandboxLost, Unavailable
-from .base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
+from .base import ExecOutput, ExecRequest, SandboxBackend, SandboxSpec, SessionOutput
 from .worker_client import WorkerBackend
 
 log = logging.getLogger(__name__)
 
 
-class WorkerPool(Backend):
+class WorkerPool(SandboxBackend):
     name = "worker"
     supports_binds = True
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from services.common.paths import REPO_ROOT, STATE_DIR
 
-from ..backends.base import Backend, ExecOutput, ExecRequest, SandboxSpec, SessionOutput
+from ..backends.base import ExecOutput, ExecRequest, SandboxBackend, SandboxSpec, SessionOutput
 from ..errors import BadRequest, Conflict, NotFound, SandboxError
 from ..limits import Limits
 from . import cgroups, jail, namespace
@@ -79,7 +79,7 @@ def cgroup_parent(state_dir: Path, worker_name: str) -> str:
     return f"lts-sandbox-{worker_name}-{tag}"
 
 
-class LocalBackend(Backend):
+class LocalBackend(SandboxBackend):
     name = "local"
     supports_binds = True
     BIND_TARGET_ROOTS = ("/run/", "/mnt/")
