@@ -106,7 +106,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     b["api_keys"] = keys
     log = setup_logging("backend", log_file, b.get("log_level", "INFO"))
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     log.info("starting backend on http://%s:%d (state %s, log %s)", host, port, state_dir, log_file)
 
     state, app = build(cfg, state_dir)
