@@ -16,7 +16,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+import tinker
 import yaml
+from transformers import AutoTokenizer
 
 from helpers import REPO, free_port
 
@@ -98,16 +100,13 @@ def modelservice(ms_root, backend):
 
 @pytest.fixture(scope="session")
 def tokenizer(tiny_model):
-    from transformers import AutoTokenizer
-
     return AutoTokenizer.from_pretrained(str(tiny_model[1]))
 
 
 @pytest.fixture(scope="session")
 def sampling_client(backend):
-    import tinker
-
-    return tinker.ServiceClient(base_url=backend.url, api_key=backend.key).create_sampling_client(base_model=backend.model)
+    service = tinker.ServiceClient(base_url=backend.url, api_key=backend.key)
+    return service.create_sampling_client(base_model=backend.model)
 
 
 @dataclass
@@ -128,7 +127,8 @@ def sandbox_admin(ms_root, modelservice):
         r = subprocess.run([sys.executable, "-m", "cookbook.modelservice", "install-agent"], cwd=REPO,
                            capture_output=True, text=True)
         if r.returncode != 0:
-            pytest.fail(f"could not create .venv-agent (python -m cookbook.modelservice install-agent):\n{r.stderr[-3000:]}")
+            pytest.fail("could not create .venv-agent (python -m cookbook.modelservice install-agent):\n"
+                        f"{r.stderr[-3000:]}")
     tmp = ms_root / "sbadmin"
     tmp.mkdir(mode=0o755)
     port, key = free_port(), "sbx-ms-key"

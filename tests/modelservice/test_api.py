@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import httpx
+
 from cookbook.modelservice.render import reply_message
 
 BASH = {"type": "function", "function": {"name": "bash", "description": "Run a bash command",
@@ -30,7 +32,8 @@ def _assemble(chunks: list[dict]) -> tuple[dict, str]:
             msg["content"] += d.get("content") or ""
             for tc in d.get("tool_calls") or []:
                 while len(msg["tool_calls"]) <= tc["index"]:
-                    msg["tool_calls"].append({"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+                    msg["tool_calls"].append({"id": None, "type": "function",
+                                              "function": {"name": "", "arguments": ""}})
                 t = msg["tool_calls"][tc["index"]]
                 t["id"] = tc.get("id") or t["id"]
                 t["function"]["name"] += (tc.get("function") or {}).get("name") or ""
@@ -40,8 +43,6 @@ def _assemble(chunks: list[dict]) -> tuple[dict, str]:
 
 
 def test_auth_health_models_and_transports(modelservice):
-    import httpx
-
     assert httpx.get(modelservice.url + "/health").json()["status"] == "ok"
     for path in ("/v1/models", "/sessions"):
         r = httpx.get(modelservice.url + path)
@@ -88,7 +89,8 @@ def test_chat_round_trip_sampled_and_streamed(modelservice, tokenizer):
 
         # streamed: the same request again in a fresh session, same seed -> the same reply
         sid2 = c.post("/sessions", json={}).json()["session_id"]
-        s = c.post(f"/s/{sid2}/v1/chat/completions", json={**body, "stream": True, "stream_options": {"include_usage": True}})
+        s = c.post(f"/s/{sid2}/v1/chat/completions",
+                   json={**body, "stream": True, "stream_options": {"include_usage": True}})
         assert s.status_code == 200 and s.headers["content-type"].startswith("text/event-stream")
         chunks = _sse(s.text)
         msg, finish = _assemble([ch for ch in chunks if ch["choices"]])
@@ -128,7 +130,8 @@ def test_bad_requests_are_openai_errors(modelservice):
             r = c.post(f"/s/{sid}/v1/chat/completions", json=body)
             assert r.status_code == code and r.json()["error"]["message"], r.text
         assert c.post(f"/s/{sid}/v1/chat/completions", content=b"{nope").status_code == 400
-        assert c.post("/s/ms-nope/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}]}).status_code == 404
+        assert c.post("/s/ms-nope/v1/chat/completions",
+                      json={"messages": [{"role": "user", "content": "x"}]}).status_code == 404
         assert c.post("/sessions", json={"session_id": sid}).status_code == 409
         assert c.post("/sessions", json={"session_id": "bad id!"}).status_code == 400
         assert c.get("/health").status_code == 200   # still serving

@@ -28,11 +28,10 @@ from cookbook.cli import parse
 from cookbook.modelservice.agent_runner import MiniSweAgent
 from cookbook.rollout import AgentConfig, Rollouts
 from cookbook.setup import RunContext
+from helpers import REPO
 from services.sandbox.client import SandboxManagerClient
 from services.tasks.task import load_dataset
 from services.tasks.workspace import build_base
-
-from helpers import REPO
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +56,8 @@ class ForcedPolicy:
     async def sample(self, prompt: list[int], max_tokens: int) -> SampleOut:
         text = self.texts[min(self.calls, len(self.texts) - 1)]
         self.calls += 1
-        toks = (list(TOK.encode(text, add_special_tokens=False)) + [TOK.convert_tokens_to_ids("<|im_end|>")])[:max_tokens]
+        toks = (list(TOK.encode(text, add_special_tokens=False))
+                + [TOK.convert_tokens_to_ids("<|im_end|>")])[:max_tokens]
         lps = await self.sampler.compute_logprobs_async(types.ModelInput.from_ints(prompt + toks))
         return SampleOut(toks, [float(x) for x in lps[len(prompt):]], "stop")
 
@@ -120,7 +120,8 @@ def test_grpo_steps_train_on_mini_swe_agent_trajectories(sandbox_admin, modelser
         assert rec["train_transitions"] == 2 and rec["train_tokens"] > 0, rec   # nonzero training transitions
         moved = max(abs(a - b) for a, b in zip(lps[step][1:], lps[step + 1][1:]))
         assert moved > 1e-4, (step, moved)                                       # the weights changed
-        gold = Trajectory.from_json(json.loads((tmp_path / f"step_{step:03d}" / "rollout_00.json").read_text())["trajectory"])
+        rollout = json.loads((tmp_path / f"step_{step:03d}" / "rollout_00.json").read_text())
+        gold = Trajectory.from_json(rollout["trajectory"])
         assert gold.stop_reason == "submitted" and gold.episode_done and len(gold.turns) == 3
         assert e["old"] in json.loads(gold.turns[0].observations[0])["output"]   # ran in the sandbox
         assert len(gold.segments) == 1 and gold.segments[0].n_sampled == sum(len(t.sampled_tokens) for t in gold.turns)

@@ -16,12 +16,11 @@ from tinker import types
 from cookbook.agent.trajectory import Trajectory
 from cookbook.modelservice.agent_runner import SOCKET_TARGET, run_mini_swe_agent
 from cookbook.modelservice.render import reply_message
+from helpers import REPO
 from services.sandbox.client import SandboxManagerClient
 from services.sandbox.errors import BadRequest
 from services.tasks.task import load_dataset
 from services.tasks.workspace import build_base
-
-from helpers import REPO
 
 pytestmark = pytest.mark.slow
 

@@ -10,12 +10,12 @@ import json
 import pytest
 from tinker import types
 
+from cookbook.agent.agent import SampleOut
 from cookbook.agent.budgets import Budgets
 from cookbook.agent.trajectory import Trajectory
 from cookbook.data import rl_datums
 from cookbook.modelservice.budget import BudgetExceeded, BudgetGuard
 from cookbook.modelservice.render import ChatRenderer, reply_message
-from cookbook.agent.agent import SampleOut
 from cookbook.modelservice.sessions import Recorder, Session
 
 BASH = {"type": "function", "function": {"name": "bash", "description": "Run a bash command",
@@ -52,8 +52,9 @@ def _check_turns(tokenizer, traj: Trajectory, received: list[dict]) -> None:
         assert text == t.text
         got, _ = reply_message(text, id_prefix=f"call_{t.index}")
         assert (got.get("content") or "") == (msg.get("content") or "")
-        assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in got.get("tool_calls") or []] == \
-            [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in msg.get("tool_calls") or []]
+        def calls(m: dict) -> list:
+            return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in m.get("tool_calls") or []]
+        assert calls(got) == calls(msg)
     for i, seg in enumerate(traj.segments):   # trained positions are exactly the turns' samples
         mask = [0] * len(seg.tokens)
         for t in traj.turns:
