@@ -32,7 +32,7 @@ TINY_NAME, TINY_PATH = "local/qwen3-tiny-xs", "models/qwen3-tiny-xs"
 
 def detect_device() -> str:
     try:
-        import torch  # noqa: PLC0415
+        import torch  # noqa: PLC0415 (set-up with LTS_TORCH_INDEX=none leaves the control venv without torch)
 
         return "cuda" if torch.cuda.is_available() else "cpu"
     except Exception:  # noqa: BLE001  (control venv without torch, or no torch at all)

@@ -18,6 +18,7 @@ import tinker
 from tinker import types
 
 from helpers import REPO, BackendProc
+from services.backend.runtime import Runtime
 
 SESSION_TIMEOUT_S = 12  # above the SDK's 10 s heartbeat period
 FUTURE_TTL_S = 1
@@ -133,7 +134,6 @@ def test_snapshots_over_the_byte_bound_spill_to_disk_and_reload(b):
 def test_spilled_snapshots_are_bounded_by_disk_bytes():
     """max_spill_gb: the oldest spilled copies go first, and a snapshot larger than the bound alone
     (a 4B full-FT copy) is dropped on eviction instead of costing ~10 s of disk writes per step."""
-    from services.backend.runtime import Runtime  # noqa: PLC0415 (needs peft, which .venv-control lacks)
 
     rt = Runtime.__new__(Runtime)
     rt.max_spill_bytes, rt.spilled, rt._spill_sizes = 100, {}, {}
