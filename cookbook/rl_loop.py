@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from tinker import types
 
 from .agent.agent import TinkerPolicy
@@ -308,6 +307,8 @@ async def ppo_update(cfg: PpoConfig, tc, datums, masks, reference, rng: random.R
     ppo-kl adds --kl-beta times a k3 KL estimate against the frozen reference (its logprobs from
     compute_logprobs) on every sampled token (``masks``) through forward_backward_custom, whose gradient
     adds to the ppo loss's before the optimizer step; the KL is reported per token (also at beta 0)."""
+    import torch  # noqa: PLC0415 (ppo/ppo-kl only: the Python 3.13 control venv of .ci/py313 has no torch)
+
     beta = cfg.kl_beta if isinstance(cfg, PpoKlConfig) else 0.0
     ref_lps: list[torch.Tensor | None] = [None] * len(datums)
     if reference is not None:
