@@ -61,7 +61,7 @@ def test_heldout_shares_no_task_id_or_repo_content_with_train():
         assert "/" in edit["path"]  # the function lives in a package of its own
 
 
-def test_gold_solves_every_task_in_two_turns_and_evaluation_scores_policies(sandbox_admin, tiny_model, tmp_path):
+def test_gold_solves_every_task_in_three_turns_and_evaluation_scores_policies(sandbox_admin, tiny_model, tmp_path):
     ds = load_dataset(MULTITURN)
     train, heldout = ds.split("train"), ds.split("heldout")
     tok = AutoTokenizer.from_pretrained(str(tiny_model[1]))
