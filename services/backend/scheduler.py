@@ -6,7 +6,9 @@ the runtime it drives).
   for at most ``gap_timeout_s``, since a client-side failure can leave a gap).
 * Sampling jobs that share weights are batched into one ``runtime.sample`` call, so
   hundreds of concurrent one-sample requests (the cookbook's pattern) decode together.
-* Training and sampling alternate, so neither starves the other.
+* Training and sampling alternate, so neither starves the other; a round answers the waiting
+  samples before it runs the waiting training jobs, so an off-policy client's rollouts go on
+  (tools, sandboxes, grading) while the trainer trains.
 * Fairness: a sample request larger than ``sample_round_tokens`` (num_samples x max_tokens) is
   answered in chunks of sequences, one chunk per round, and every round first serves the small
   requests that arrived meanwhile. On the local (non-static) sampler a running chunk also yields
@@ -287,9 +289,12 @@ class Scheduler:
                 general = self._general[:]
                 self._general.clear()
                 train = self._pop_ready_training()
-            for job in general + train:
+            for job in general:
                 self._execute(job)
+            # Waiting samples first: their rollouts go on (tools, sandboxes, grading) while the trainer trains.
             self._run_sampling_round()
+            for job in train:
+                self._execute(job)
 
     def _has_work(self) -> bool:
         if self._general or self._samples or self._chunked:

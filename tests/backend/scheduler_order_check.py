@@ -1,0 +1,58 @@
+"""Waiting sample requests run before waiting training jobs in a scheduler round.
+
+Runs in the runtime venv (python tests/backend/scheduler_order_check.py DB_PATH), on a runtime that records
+its calls: a forward_backward and a sample request are both waiting when the worker starts; the sample must
+be answered first, so the rollout that waits on it goes on (tools, sandboxes, grading) while the trainer
+trains (--max-steps-off-policy K >= 1). With training first, that rollout waited for the whole update."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+from services.backend.sampler import SampleResult, SampleSpec
+from services.backend.scheduler import ForwardBackwardJob, SampleJob, Scheduler
+from services.backend.store import Store
+
+
+class RecordingRuntime:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def pauses_sampling(self) -> bool:
+        return True
+
+    def forward_backward(self, req):
+        self.calls.append("forward_backward")
+        return [], {"loss:sum": 0.0}
+
+    def sample(self, base, weights_key, specs, poll=None):
+        self.calls.append("sample")
+        return [SampleResult(sequences=[([7], [-0.5], "length")]) for _ in specs]
+
+
+def main() -> int:
+    rt = RecordingRuntime()
+    done = threading.Event()
+    answered: list[str] = []
+
+    def on_done(rid: str) -> None:
+        answered.append(rid)
+        if len(answered) == 2:
+            done.set()
+
+    sched = Scheduler(lambda: rt, Store(Path(sys.argv[1])), on_done)  # type: ignore[arg-type, return-value]
+    sched.submit(ForwardBackwardJob(request_id="1", model_id="m", seq_id=1, req=None))  # type: ignore[arg-type]
+    sched.submit(SampleJob(request_id="2", key=("tiny", None), spec=SampleSpec(prompt=[1, 2], max_tokens=1)))
+    sched.start()
+    assert done.wait(30), (rt.calls, answered)
+    sched.stop()
+    assert rt.calls == ["sample", "forward_backward"], rt.calls
+    assert answered == ["2", "1"], answered
+    print("OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
