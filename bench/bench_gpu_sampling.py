@@ -13,9 +13,11 @@ measured copy bandwidth (and at the datasheet 4.8 TB/s).
 from __future__ import annotations
 
 import argparse
+import json
 import time
 import traceback
 from functools import partial
+from pathlib import Path
 
 import torch
 from bench_gpu_common import (
@@ -36,6 +38,7 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from services.backend.gpu import decode_attention as da
+from services.backend.gpu import skinny_gemm
 from services.backend.gpu.engine import EngineOptions, StaticEngine
 from services.backend.gpu.logprobs import fused_token_logprobs
 from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
@@ -86,12 +89,12 @@ def engine_run(eng: StaticEngine, specs: list[SampleSpec]):
 
 def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float,
                  attention: str = "auto", graphs: bool = True, new: int | None = None, tag: str = "",
-                 fuse_layers: bool = True, overlap: bool | None = None):
+                 fuse_layers: bool = True, overlap: bool | None = None, gemm: str = "auto"):
     new = new or NEW
     eng = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=max(batches), max_context=PROMPT + NEW + 256,
                                                                  attention=attention, cuda_graphs=graphs,
                                                                  compile=COMPILE, fuse_layers=fuse_layers,
-                                                                 overlap=overlap))
+                                                                 overlap=overlap, gemm=gemm))
     eng.load_weights("base", model)
     w_bytes = shape.weight_bytes() - shape.vocab * shape.hidden * 2  # embedding rows are gathered, not streamed
     kv_tok = shape.kv_bytes_per_token()
@@ -108,8 +111,8 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
         kv_avg = b * (PROMPT + new / 2) * kv_tok
         bound = b / ((w_bytes + kv_avg) / bw)
         bound_w = b / (w_bytes / HBM_NOMINAL)
-        R.add(bench="sampling", engine=f"static{tag}", attention=eng.model.attention, graphs=graphs,
-              compiled=eng.model.compiled,
+        R.add(bench="sampling", engine=f"static{tag}", attention=eng.model.attention, gemm=eng.model.gemm,
+              graphs=graphs, compiled=eng.model.compiled,
               compile_s=eng.stats.get("compile_s"), shape=name, batch=b, new=new,
               tok_s=toks / t, decode_tok_s=dec_tok_s, step_ms=1e3 * step_s, prefill_s=st["prefill_s"], total_s=t,
               warmup_s=warm, graphs_captured=eng.stats["graph_captures"], hbm_bound_tok_s=bound,
@@ -291,7 +294,11 @@ def main() -> None:
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--profile-dir", default=None, help="write the decode step's profiler tables here (step profile)")
+    ap.add_argument("--gemm-configs", default=None, help="skinny_gemm configs (bench_gpu_decode_gemm --write-configs)")
     a = ap.parse_args()
+    if a.gemm_configs:
+        for bucket, n, k, cfg in json.loads(Path(a.gemm_configs).read_text()):
+            skinny_gemm.CONFIGS[(bucket, n, k)] = tuple(cfg)
     globals().update(PROMPT=a.prompt, NEW=a.new, COMPILE=False if a.no_compile else None)
     R = Results(a.json)
     R.add(bench="env", **env_info())
@@ -325,6 +332,8 @@ def main() -> None:
                         elif v == "sync":  # each step's tokens recorded before the next step starts
                             e, _ = bench_engine(model, shape, R, name, sorted({batches[0], B}), bw, overlap=False,
                                                 tag="_sync")
+                        elif v == "cublas":  # decode GEMMs by cuBLAS inside the compiled pieces
+                            e, _ = bench_engine(model, shape, R, name, batches, bw, gemm="torch", tag="_cublas")
                         elif v == "unfused":  # the issue-20 step: pre + post pieces per layer
                             e, _ = bench_engine(model, shape, R, name, sorted({batches[0], B}), bw, fuse_layers=False,
                                                 tag="_unfused")

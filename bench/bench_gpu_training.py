@@ -11,6 +11,8 @@ counted). Configurations (each: 1 warm-up step, then --steps timed steps of batc
   *_lora          rank-32 LoRA on all linear layers incl. lm_head (peft), same paths
   ...:liger       with Liger's fused RMSNorm/rotary/SwiGLU (services/backend/gpu/train_kernels.py; the
                   patch is process-wide, so list these configs last)
+  ...:fp32lora    peft's float32 LoRA branches (the runtime's default before gpu/logprobs.bf16_lora)
+  ...:grpo        bench_gpu_grpo_step's data instead (128 x (43 + 512) tokens, importance_sampling)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from bench_gpu_common import DEV, PEAK_BF16, Results, env_info, free_cuda, make_
 from torch.profiler import ProfilerActivity, profile
 
 from services.backend.codec import Datum, FwdBwdRequest
+from services.backend.gpu import logprobs as gpu_logprobs
 from services.backend.gpu import train_kernels
 from services.backend.models import BaseModel, TrainableModel, enable_grad_ckpt
 from services.backend.runtime import Runtime
@@ -95,7 +98,25 @@ def make_runtime(model, name: str, gc: bool, mb_tokens: int, tmp: str) -> Runtim
     return rt
 
 
-def runtime_step(rt: Runtime, model, name: str, seqs, lora: bool):
+def grpo_data(groups: int = 16, group_size: int = 8, prompt: int = 43, new: int = 512, seed: int = 0):
+    """Datums shaped like bench_gpu_grpo_step's: groups x group_size sequences of a 43-token prompt
+    + 512 sampled tokens, importance_sampling inputs (sampled logprobs, group-normalised advantages,
+    zero on the prompt)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(groups):
+        p = rng.integers(0, 150000, size=prompt)
+        adv = rng.normal(size=group_size)
+        adv = (adv - adv.mean()) / (adv.std() + 1e-6)
+        for a in adv:
+            toks = np.concatenate([p, rng.integers(0, 150000, size=new)]).astype(np.int64)
+            lps = np.concatenate([np.zeros(prompt - 1), rng.uniform(-3, 0, size=new)]).astype(np.float32)
+            advs = np.concatenate([np.zeros(prompt - 1), np.full(new, a)]).astype(np.float32)
+            out.append(Datum(toks[:-1], {"target_tokens": toks[1:], "logprobs": lps, "advantages": advs}))
+    return out
+
+
+def runtime_step(rt: Runtime, model, name: str, seqs, lora: bool, grpo: bool = False):
     if lora:
         tm = rt.create_model("m", TrainConfig(name, rank=32, seed=0))
     else:
@@ -106,11 +127,14 @@ def runtime_step(rt: Runtime, model, name: str, seqs, lora: bool):
         rt.trainables["m"] = tm
     reqdata = [Datum(s[:-1].astype(np.int64), {"target_tokens": s[1:].astype(np.int64),
                                                "weights": np.ones(T, np.float32)}) for s in seqs]
+    loss = "cross_entropy"
+    if grpo:
+        reqdata, loss = grpo_data(), "importance_sampling"
     seq = [0]
 
     def step():
         seq[0] += 1
-        rt.forward_backward(FwdBwdRequest("m", seq[0], "cross_entropy", {}, False, reqdata))
+        rt.forward_backward(FwdBwdRequest("m", seq[0], loss, {}, False, reqdata))
         rt.optim_step("m", ADAM)
 
     return step, tm
@@ -142,6 +166,8 @@ def main() -> None:
             mb = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else a.batch * T
             liger = "liger" in parts[1:]
             lora = kind.endswith("_lora")
+            # the baseline of gpu/logprobs.bf16_lora: peft's float32 LoRA branches
+            gpu_logprobs.LORA_BF16 = "fp32lora" not in parts[1:]
             free_cuda()
             try:
                 with tempfile.TemporaryDirectory() as tmp:
@@ -165,19 +191,29 @@ def main() -> None:
                         holder = opt
                     else:
                         rt = make_runtime(model, name, gc, mb, tmp)
-                        step, holder = runtime_step(rt, model, name, seqs, lora)
+                        step, holder = runtime_step(rt, model, name, seqs, lora, "grpo" in parts[1:])
                     dt = run_steps(step, a.steps)
-                    tok_s = a.batch * T / dt
+                    n_tok = sum(len(d.tokens) for d in grpo_data()) if "grpo" in parts[1:] else a.batch * T
+                    tok_s = n_tok / dt
                     R.add(bench="training", shape=name, config=cfg, lora=lora, grad_ckpt=gc, microbatch_tokens=mb,
-                          liger=liger, params=N, tokens_per_step=a.batch * T, step_s=dt, tok_s=tok_s,
+                          liger=liger, params=N, tokens_per_step=n_tok, step_s=dt, tok_s=tok_s,
                           mfu_6N=6 * N * tok_s / PEAK_BF16, peak_gb=peak_gb())
                     if a.profile and f"{name}/{cfg}" == a.profile_config:
+                        t0 = time.perf_counter()
                         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                             step()
                             sync()
-                        tab = prof.key_averages().table(sort_by="cuda_time_total", row_limit=40)
-                        Path(a.profile).write_text(f"{name} {cfg} step {dt:.3f}s\n{tab}\n")
-                        print(tab[:6000])
+                        wall = time.perf_counter() - t0
+                        # GPU busy time (kernels and copies) against the step's wall time: a large gap is host-bound
+                        busy = sum(ev.device_time_total for ev in prof.events()
+                                   if ev.device_type == torch.autograd.DeviceType.CUDA) / 1e6
+                        tab = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=45)
+                        head = f"{name} {cfg} step {dt:.3f}s; profiled step {wall:.3f}s wall, GPU busy {busy:.3f}s"
+                        R.add(bench="training_profile", shape=name, config=cfg, step_s=dt, profiled_wall_s=wall,
+                              gpu_busy_s=busy)
+                        Path(a.profile).write_text(f"{head}\n{tab}\n")
+                        print(head)
+                        print(tab[:7000])
                     del step, holder
                     if not kind.startswith("hf_plain"):
                         rt.trainables.clear()

@@ -10,7 +10,7 @@ from transformers import DynamicCache
 
 from . import losses, sampler
 from .codec import Datum
-from .gpu.logprobs import fused_token_logprobs
+from .gpu.logprobs import bf16_lora, fused_token_logprobs
 
 
 def token_logprobs(module: torch.nn.Module, inputs: list[np.ndarray], targets: list[np.ndarray],
@@ -26,16 +26,17 @@ def token_logprobs(module: torch.nn.Module, inputs: list[np.ndarray], targets: l
         tgt[i, : len(y)] = torch.as_tensor(np.asarray(y, dtype=np.int64))
     ids, tgt = ids.to(device), tgt.to(device)
     n_active = None if active is None else sum(int(np.count_nonzero(a)) for a in active)
-    if active is not None and torch.is_grad_enabled() and n_active <= 0.5 * sum(lens):
-        act = torch.zeros((len(inputs), T), dtype=torch.bool)
-        for i, a in enumerate(active):
-            act[i, : len(a)] = torch.as_tensor(np.asarray(a, dtype=bool))
-        lp = _active_logprobs(module, ids, tgt, act.to(device), lens)
-    elif device.type == "cuda":  # lm_head + log-softmax per token chunk: memory bounded whatever the vocab
-        lp = fused_token_logprobs(module, ids, tgt)
-    else:
-        logits = module(input_ids=ids, use_cache=False).logits
-        lp = gather_logprobs(logits, tgt)
+    with bf16_lora(module):  # on CUDA: peft's LoRA branches in bf16, not float32
+        if active is not None and torch.is_grad_enabled() and n_active <= 0.5 * sum(lens):
+            act = torch.zeros((len(inputs), T), dtype=torch.bool)
+            for i, a in enumerate(active):
+                act[i, : len(a)] = torch.as_tensor(np.asarray(a, dtype=bool))
+            lp = _active_logprobs(module, ids, tgt, act.to(device), lens)
+        elif device.type == "cuda":  # lm_head + log-softmax per token chunk: memory bounded whatever the vocab
+            lp = fused_token_logprobs(module, ids, tgt)
+        else:
+            logits = module(input_ids=ids, use_cache=False).logits
+            lp = gather_logprobs(logits, tgt)
     return [lp[i, :n] for i, n in enumerate(lens)]
 
 

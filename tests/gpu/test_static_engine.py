@@ -5,11 +5,14 @@ Runs under .venv-control (torch + transformers; no peft needed) and .venv-runtim
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from helpers import TINY_PATH
+from services.backend.gpu import decode_attention, skinny_gemm
 from services.backend.gpu.engine import EngineOptions, StaticEngine, _batch_buckets, _ctx_bucket
 from services.backend.gpu.logprobs import fused_token_logprobs
 from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
@@ -58,6 +61,29 @@ def test_qwen3_forward_matches_hf(hf, attention, fuse_layers):
             m.prefill(ids[i : i + 1, :n], torch.tensor([i]))
         pos = torch.tensor(lens)
         for _ in range(10):
+            lg = m.decode(ids[torch.arange(3), pos], pos, 128)
+            assert torch.allclose(lg, ref[torch.arange(3), pos], atol=1e-4)
+            pos = pos + 1
+
+
+@pytest.mark.parametrize("split", [1, 3])
+def test_split_gemm_decode_matches_hf(hf, monkeypatch, split):
+    """The gemm 'triton' decode layer (GEMMs between the compiled pieces; a split-K GEMM's float32
+    partials summed by the piece that follows it), on CPU with the torch references of its two Triton
+    kernels: the same logits as HF at rows of different lengths."""
+    m = StaticQwen3(Qwen3Shape.from_hf_config(hf.config), "cpu", torch.float32, 4, 256, "bmm", True)
+    m.load(Qwen3Parts(hf))
+    m.gemm, m.attention = "triton", "triton"
+    m.skinny_mm = partial(skinny_gemm.mm_reference, split=split)
+    monkeypatch.setattr(decode_attention, "attend", decode_attention.attend_reference)
+    ids = torch.randint(0, 8000, (3, 40), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        ref = hf(input_ids=ids).logits
+        lens = [30, 25, 20]
+        for i, n in enumerate(lens):
+            m.prefill(ids[i : i + 1, :n], torch.tensor([i]))
+        pos = torch.tensor(lens)
+        for _ in range(6):
             lg = m.decode(ids[torch.arange(3), pos], pos, 128)
             assert torch.allclose(lg, ref[torch.arange(3), pos], atol=1e-4)
             pos = pos + 1

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from ..sampler import SampleResult, SampleSpec, _hit_stop_string
+from . import skinny_gemm
 from .qwen3 import Qwen3Shape, StaticQwen3
 from .sampling import choose
 from .weights import Qwen3Parts
@@ -66,6 +67,7 @@ class EngineOptions:
     attention: str = "auto"              # auto (triton on CUDA) | triton | bmm | sdpa (decode attention)
     overlap: bool | None = None          # launch step k+1 before recording step k's tokens (None: with graphs)
     fuse_layers: bool = True             # one compiled piece across each layer boundary (False: the issue-20 split)
+    gemm: str = "auto"                   # decode GEMMs: auto (triton on CUDA) | triton (split-K, <= 64 rows) | torch
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "EngineOptions":
@@ -148,7 +150,7 @@ class StaticEngine:
     def __init__(self, shape: Qwen3Shape, device: torch.device | str, dtype: torch.dtype, opts: EngineOptions):
         self.shape, self.device, self.dtype, self.opts = shape, torch.device(device), dtype, opts
         self.model = StaticQwen3(shape, self.device, dtype, opts.max_slots, opts.max_context, opts.attention,
-                                 opts.fuse_layers)
+                                 opts.fuse_layers, opts.gemm)
         S, dev = opts.max_slots, self.device
         on_cuda = self.device.type == "cuda"
         self.use_graphs = on_cuda if opts.cuda_graphs is None else bool(opts.cuda_graphs and on_cuda)
@@ -195,6 +197,10 @@ class StaticEngine:
                 self.model.prefill(torch.zeros(1, 3, dtype=torch.int64, device=dev),
                                    torch.zeros(1, dtype=torch.int64, device=dev))
                 self._smoke_logits = self.model.decode(z(), z(), 128)
+                wide = skinny_gemm.MAX_ROWS + 1  # batches above the split-K GEMM's rows take the fused pieces
+                if self.model.gemm == "triton" and self.opts.max_slots >= wide:
+                    zw = torch.zeros(wide, dtype=torch.int64, device=dev)
+                    self.model.decode(zw, zw, 128)
         except Exception as e:  # noqa: BLE001
             log.warning("static engine: torch.compile of the model failed (%s: %s); eager pieces", type(e).__name__, e)
             self.model.enable_compile(False)

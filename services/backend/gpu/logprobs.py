@@ -12,8 +12,34 @@ then float32 log-softmax); the result is identical to ``runtime._gather_logprobs
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import torch
 from torch.utils.checkpoint import checkpoint
+
+# peft keeps LoRA adapters in float32 and casts every adapted layer's input to float32, so on a bf16
+# model each LoRA branch runs float32 GEMMs (no tensor cores) plus casts and float32 adds of the full
+# layer output (the [tokens, 151936] lm_head output too): 55 % of a 0.6B LoRA training step's GPU time
+# (docs/performance.md). ``bf16_lora`` runs the branches in bf16 instead (the adapters stay float32
+# master weights with float32 gradients). The GPU training bench sets this False for its baseline.
+LORA_BF16 = True
+
+
+@contextlib.contextmanager
+def bf16_lora(module: torch.nn.Module) -> Iterator[None]:
+    """Around a CUDA forward (+ backward) of a peft model over a bf16 base: LoRA branches in bf16
+    (autocast, peft's float32 input casts off). Elsewhere nothing changes."""
+    base = _hf_causal_lm(module)
+    on = (LORA_BF16 and hasattr(module, "peft_config") and getattr(base, "dtype", None) == torch.bfloat16
+          and next(base.parameters()).is_cuda)
+    if not on:
+        yield
+        return
+    from peft.helpers import disable_input_dtype_casting  # noqa: PLC0415  (peft: not in the control venv)
+
+    with torch.autocast("cuda", dtype=torch.bfloat16), disable_input_dtype_casting(module):
+        yield
 
 
 def _hf_causal_lm(module: torch.nn.Module) -> torch.nn.Module:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import decode_attention
+from . import decode_attention, skinny_gemm
 
 
 @dataclass(frozen=True)
@@ -75,11 +75,14 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
 
 class StaticQwen3:
     def __init__(self, shape: Qwen3Shape, device: torch.device | str, dtype: torch.dtype, max_slots: int,
-                 max_context: int, attention: str = "auto", fuse_layers: bool = True):
+                 max_context: int, attention: str = "auto", fuse_layers: bool = True, gemm: str = "torch"):
         self.shape, self.device, self.dtype = shape, torch.device(device), dtype
         self.fuse_layers = bool(fuse_layers)  # decode: post_pre across layer boundaries (False: pre + post per layer)
         self.max_slots, self.max_context = int(max_slots), int(max_context)
         self.attention = self.resolve_attention(attention, self.device, shape)
+        self.gemm = self.resolve_gemm(gemm, self.device)
+        # the split-K decode GEMM (rows <= skinny_gemm.MAX_ROWS); the CPU tests swap in mm_reference
+        self.skinny_mm = skinny_gemm.mm if self.gemm == "triton" else skinny_gemm.mm_reference
         s, dev = shape, self.device
         L, H, D, Hq, Hkv, Fd, V = s.layers, s.hidden, s.head_dim, s.heads, s.kv_heads, s.ffn, s.vocab
         self.qd, self.kd = Hq * D, Hkv * D
@@ -128,6 +131,19 @@ class StaticQwen3:
             return "triton" if device.type == "cuda" and decode_attention.available() and pow2 else "bmm"
         return attention
 
+    @staticmethod
+    def resolve_gemm(gemm: str, device: torch.device) -> str:
+        """Decode GEMMs: 'torch' (cuBLAS inside the compiled pieces), 'triton' (skinny_gemm's split-K
+        kernel for batches up to skinny_gemm.MAX_ROWS, the pieces between the GEMMs compiled), 'auto' =
+        triton on CUDA where Triton is installed, else torch."""
+        if gemm not in ("auto", "triton", "torch"):
+            raise ValueError(f"gemm must be auto, triton or torch, got {gemm!r}")
+        if gemm == "triton" and not skinny_gemm.available():
+            raise ValueError("gemm 'triton' needs the triton package")
+        if gemm == "auto":
+            return "triton" if device.type == "cuda" and skinny_gemm.available() else "torch"
+        return gemm
+
     # ------------------------------------------------------------------ fusable pieces
     def _build_pieces(self) -> None:
         """Pure functions of tensors (no mutation): the parts of a layer between the matmul-heavy
@@ -174,7 +190,32 @@ class StaticQwen3:
         def head(x, norm, lm_head):
             return F.linear(rms_norm(x, norm, eps), lm_head)
 
-        self._eager = dict(pre=pre, post=post, mid=mid, head=head, post_pre=post_pre, post_head=post_head)
+        # The split-GEMM decode layer (gemm 'triton'): the GEMMs run between these pieces, each of which
+        # takes a GEMM's result (float32 split-K partials [split, N, out] or [N, out]) and sums it while
+        # doing the elementwise work that follows it
+        def red(p):
+            return p.sum(0).to(dt) if p.dim() == 3 else p
+
+        def rmsnorm(x, w):
+            return rms_norm(x, w, eps)
+
+        def qk_rope(p, qn, kn, cos, sin):
+            qkv = red(p)
+            cos, sin = cos[:, None, :], sin[:, None, :]
+            w = torch.cat((qn.expand(Hq, D), kn.expand(Hkv, D)))
+            qk = rope(rms_norm(qkv[:, : qd + kd].reshape(-1, Hq + Hkv, D), w, eps), cos, sin)
+            return qk[:, :Hq], qk[:, Hq:], qkv[:, qd + kd :].reshape(-1, Hkv, D)
+
+        def add_norm(x, p, w):  # residual add + the next RMSNorm: (x, normed x)
+            x = x + red(p)
+            return x, rms_norm(x, w, eps)
+
+        def silu_mul(p):
+            gu = red(p)
+            return F.silu(gu[:, :Fd]) * gu[:, Fd:]
+
+        self._eager = dict(pre=pre, post=post, mid=mid, head=head, post_pre=post_pre, post_head=post_head,
+                           rmsnorm=rmsnorm, qk_rope=qk_rope, add_norm=add_norm, silu_mul=silu_mul)
         for k, f in self._eager.items():
             setattr(self, k, f)
 
@@ -286,6 +327,23 @@ class StaticQwen3:
             sc = torch.bmm(qg, Kf.transpose(1, 2)).float()
         return torch.bmm(self.mid(sc, bias), Vf)  # [b * Hkv, G, D]
 
+    def _decode_split(self, x: torch.Tensor, pos: torch.Tensor, ctx: int, cos: torch.Tensor,
+                      sin: torch.Tensor) -> torch.Tensor:
+        """The decode layers with the skinny split-K GEMMs between compiled pieces (gemm and attention
+        'triton', batch <= skinny_gemm.MAX_ROWS): per layer the same 4 GEMMs + 4 elementwise kernels +
+        2 attention kernels as the fused pieces, the GEMMs streaming their weights closer to the copy
+        bandwidth."""
+        s, mm = self.shape, self.skinny_mm
+        b = x.shape[0]
+        h = self.rmsnorm(x, self.ln1[0])
+        for l in range(s.layers):
+            q, k, v = self.qk_rope(mm(h, self.w_qkv[l]), self.qn[l], self.kn[l], cos, sin)
+            o = decode_attention.attend(q, k, v, self.kc[l], self.vc[l], pos, ctx, self.scale)
+            x, h = self.add_norm(x, mm(o.reshape(b, self.qd), self.w_o[l]), self.ln2[l])
+            a = self.silu_mul(mm(h, self.w_gu[l]))
+            x, h = self.add_norm(x, mm(a, self.w_down[l]), self.ln1[l + 1] if l + 1 < s.layers else self.norm)
+        return skinny_gemm.reduce(mm(h, self.lm_head), self.dtype)
+
     @torch.no_grad()
     def decode(self, tok: torch.Tensor, pos: torch.Tensor, ctx: int) -> torch.Tensor:
         """tok, pos: [b] (slots 0..b-1). Writes K/V at ``pos`` and returns logits [b, V]."""
@@ -293,6 +351,8 @@ class StaticQwen3:
         b = tok.shape[0]
         x = F.embedding(tok, self.embed)
         cos, sin = self.cos[pos], self.sin[pos]
+        if self.gemm == "triton" and self.attention == "triton" and b <= skinny_gemm.MAX_ROWS:
+            return self._decode_split(x, pos, ctx, cos, sin)
         fused = self.attention == "triton"
         if not fused:
             valid = self.ar_ctx[:ctx][None, :] <= pos[:, None]

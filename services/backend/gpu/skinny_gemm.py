@@ -1,0 +1,117 @@
+"""Skinny GEMM for decode (Triton): ``x [M, K] @ w[N, K]^T`` with few rows, split over K.
+
+A decode step multiplies a handful of rows by each weight matrix once, so the product is bound by
+streaming the weight from memory. At one row cuBLAS streams the 4B model's weights at 47-80 % of the
+copy bandwidth (o_proj worst: N = 2560 makes few output tiles, so most of the 132 multiprocessors idle);
+here program ``(n, s)`` computes output columns ``[n * BN, (n + 1) * BN)`` over the K range of split
+``s``, and enough splits give enough programs in flight: 64-88 % (bench_gpu_decode_gemm.py,
+docs/performance.md). At 64 rows the kernel is slower than cuBLAS (the tile's tensor-core work no
+longer hides under the weight stream), so the engine uses it up to ``MAX_ROWS`` rows. With ``split >
+1`` the result is the float32 partial sums ``[split, M, N]`` (the caller sums them in the elementwise
+kernel that follows: no separate reduction kernel); with ``split == 1`` it is ``[M, N]`` in x's dtype.
+
+``mm_reference`` is the same computation in torch (the CPU path and the tests' oracle).
+"""
+
+from __future__ import annotations
+
+import torch
+
+try:  # Triton ships with CUDA builds of torch; CPU-only installs have none
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - depends on the install
+    triton = None
+
+
+MAX_ROWS = 16  # the decode engine's use; above, cuBLAS streams the weights as fast or faster
+
+
+def available() -> bool:
+    return triton is not None
+
+
+if triton is not None:
+
+    @triton.jit
+    def _kernel(X, W, P, M, N, K, s_xm, s_wn, s_pz, K_ITERS: tl.constexpr,
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, OUT_F32: tl.constexpr):
+        pid_n = tl.program_id(0)
+        pid_s = tl.program_id(1)
+        offs_m = tl.arange(0, BM)
+        offs_n = pid_n * BN + tl.arange(0, BN)
+        mmask = offs_m < M
+        nmask = offs_n < N
+        k0 = pid_s * K_ITERS * BK  # each split: K_ITERS tiles of BK; the last split's tail is masked at K
+        acc = tl.zeros([BM, BN], dtype=tl.float32)
+        for i in range(0, K_ITERS):
+            offs_k = k0 + i * BK + tl.arange(0, BK)
+            kmask = offs_k < K
+            x = tl.load(X + offs_m[:, None] * s_xm + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0.0)
+            w = tl.load(W + offs_n[:, None] * s_wn + offs_k[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
+            acc = tl.dot(x, tl.trans(w), acc)
+        ptr = P + pid_s * s_pz + offs_m[:, None] * N + offs_n[None, :]
+        if OUT_F32:
+            tl.store(ptr, acc, mask=mmask[:, None] & nmask[None, :])
+        else:
+            tl.store(ptr, acc.to(P.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+
+
+# Measured overrides (rows bucket, N, K) -> (BN, BK, split, warps, stages); bench_gpu_sampling's
+# --gemm-configs fills it from bench_gpu_decode_gemm's sweep. Otherwise ``config_for``'s rule, which
+# gives the sweep's best configuration for every 4B-shape weight (docs/performance.md).
+CONFIGS: dict[tuple[int, int, int], tuple[int, int, int, int, int]] = {}
+_PROGRAMS = 256  # ~2 per multiprocessor
+
+
+def config_for(M: int, N: int, K: int) -> tuple[int, int, int, int, int]:
+    """32-column tiles (64 for a vocabulary-sized N), 128-deep K tiles, 4 warps, 4 stages, and K split
+    into as many parts (at most 8) as it takes to reach ~256 programs."""
+    hit = CONFIGS.get((16 if M <= 16 else 64, N, K))
+    if hit is not None:
+        return hit
+    BN, BK = (64 if N >= 65536 else 32), 128
+    split = max(1, min(8, -(-_PROGRAMS // -(-N // BN)), K // BK))
+    return (BN, BK, split, 4, 4)
+
+
+def split_len(K: int, BK: int, split: int) -> int:
+    """K positions per split: K / split rounded up to whole BK tiles (so the effective split can be
+    smaller than asked)."""
+    per = -(-K // split)
+    return -(-per // BK) * BK
+
+
+def mm(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int, int] | None = None) -> torch.Tensor:
+    """x [M, K] (row-major), w [N, K] (row-major, any row stride): float32 partials [split, M, N] when the
+    config splits K, else [M, N] in x's dtype. M <= 64."""
+    M, K = x.shape
+    N = w.shape[0]
+    if M > 64:
+        raise ValueError(f"skinny_gemm.mm handles at most 64 rows, got {M}")
+    BN, BK, split, warps, stages = cfg or config_for(M, N, K)
+    x = x if x.stride(-1) == 1 else x.contiguous()
+    if w.stride(-1) != 1:
+        raise ValueError("skinny_gemm.mm needs a weight with contiguous rows")
+    k_split = split_len(K, BK, split)
+    split = -(-K // k_split)
+    out = (torch.empty(split, M, N, device=x.device, dtype=torch.float32) if split > 1
+           else torch.empty(M, N, device=x.device, dtype=x.dtype))
+    BM = max(16, triton.next_power_of_2(M))
+    _kernel[(triton.cdiv(N, BN), split)](x, w, out, M, N, K, x.stride(0), w.stride(0), M * N, K_ITERS=k_split // BK,
+                                         BM=BM, BN=BN, BK=BK, OUT_F32=split > 1, num_warps=warps, num_stages=stages)
+    return out
+
+
+def reduce(p: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """What ``mm`` returned -> [M, N] in ``dtype`` (sums the partials of a split)."""
+    return p.sum(0).to(dtype) if p.dim() == 3 else p
+
+
+def mm_reference(x: torch.Tensor, w: torch.Tensor, split: int = 1) -> torch.Tensor:
+    """``mm``'s result in torch, float32 accumulation (partials of ``split`` K ranges when ``split > 1``)."""
+    if split == 1:
+        return (x.float() @ w.float().t()).to(x.dtype)
+    K = x.shape[1]
+    ks = -(-K // split)
+    return torch.stack([x[:, i: i + ks].float() @ w[:, i: i + ks].float().t() for i in range(0, K, ks)])

@@ -1,0 +1,66 @@
+"""The decode GEMM (services/backend/gpu/skinny_gemm.py) and the bf16 LoRA branches of training
+(services/backend/gpu/logprobs.bf16_lora) on CUDA; both skipped without CUDA (run on the GPU machine:
+``python3 -m pytest tests/gpu/test_skinny_gemm.py``). The CPU path of the split-GEMM decode layer is
+covered by test_static_engine.py::test_split_gemm_decode_matches_hf."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from services.backend.gpu import logprobs as gpu_logprobs
+from services.backend.gpu import skinny_gemm as sg
+
+cuda = pytest.mark.skipif(not (torch.cuda.is_available() and sg.available()), reason="needs CUDA and Triton")
+
+
+@cuda
+@pytest.mark.parametrize("M", [1, 3, 17, 64])
+@pytest.mark.parametrize("N,K,cfg", [(6144, 2560, (64, 128, 2, 4, 4)), (2560, 4096, (32, 256, 8, 4, 4)),
+                                     (2560, 9728, (64, 128, 4, 4, 4)), (19456, 2560, (128, 128, 1, 4, 4)),
+                                     (1000, 300, (16, 128, 3, 4, 3))])
+def test_skinny_mm_matches_float32(M, N, K, cfg):
+    g = torch.Generator(device="cuda").manual_seed(M * N + K)
+    x = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+    w = torch.randn(2 * N, K, device="cuda", generator=g).bfloat16()[::2]  # a row stride of 2 K
+    ref = x.double() @ w.double().t()
+    out = sg.mm(x, w, cfg)
+    assert out.dim() == (3 if K > sg.split_len(K, cfg[1], cfg[2]) else 2)
+    y = sg.reduce(out, torch.bfloat16).double()
+    assert torch.isfinite(y).all()
+    assert float((y - ref).norm() / ref.norm()) < 1e-2
+
+
+@cuda
+def test_bf16_lora_same_logprobs_and_gradients():
+    """The LoRA branches in bf16 give the trainer's logprobs and the adapters' (float32) gradients of
+    peft's float32 branches, within bf16 rounding."""
+    peft = pytest.importorskip("peft")
+    torch.manual_seed(0)
+    cfg = Qwen3Config(vocab_size=4096, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=64)
+    model = Qwen3ForCausalLM(cfg).to("cuda", torch.bfloat16)
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"]
+    lcfg = peft.LoraConfig(r=8, lora_alpha=32, target_modules=targets, init_lora_weights=False)
+    pm = peft.get_peft_model(model, lcfg)
+    ids = torch.randint(0, 4096, (2, 64), device="cuda")
+    tgt = torch.roll(ids, -1, 1)
+    runs = []
+    for on in (False, True):
+        gpu_logprobs.LORA_BF16 = on
+        try:
+            pm.zero_grad(set_to_none=True)
+            with gpu_logprobs.bf16_lora(pm):
+                lp = gpu_logprobs.fused_token_logprobs(pm, ids, tgt)
+            lp.sum().backward()
+        finally:
+            gpu_logprobs.LORA_BF16 = True
+        grads = [p.grad.clone() for n, p in pm.named_parameters() if "lora_" in n]
+        assert all(p.dtype == torch.float32 for n, p in pm.named_parameters() if "lora_" in n)
+        runs.append((lp.detach(), grads))
+    (lp32, g32), (lp16, g16) = runs
+    assert float((lp16 - lp32).abs().mean()) < 0.05
+    for a, b in zip(g32, g16):
+        assert b.dtype == torch.float32
+        assert float(torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0)) > 0.98
