@@ -11,8 +11,13 @@
                    ``num_samples`` slots), continuous batching of the decode loop across requests,
                    stop tokens/strings, per-token logprobs, CUDA graphs per (batch, context) bucket,
                    and (on CUDA) torch.compile of the elementwise pieces between the matmuls.
+* ``decode_attention.py``  the split-K Triton decode attention (each row read to its own length, the
+                   KV write fused in); ``skinny_gemm.py`` the split-K Triton GEMM of the decode step at
+                   batches up to 16 (cuBLAS above).
+* ``train_kernels.py``  Liger's fused RMSNorm/rotary/SwiGLU for training (``engine.training_kernels``).
 * ``logprobs.py``  training-side per-token logprobs with lm_head + float32 log-softmax chunked under
-                   checkpointing (memory bounded with a 151,936-token vocabulary).
+                   checkpointing (memory bounded with a 151,936-token vocabulary), and peft's LoRA
+                   branches in bf16 on CUDA (``bf16_lora``).
 * ``glue.py``      what ``Runtime.sample`` calls (engine per base model, weights selection, sizing from
                    ``engine.sampler_options``, HF fallback for requests longer than the static cache).
 

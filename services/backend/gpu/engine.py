@@ -67,7 +67,7 @@ class EngineOptions:
     attention: str = "auto"              # auto (triton on CUDA) | triton | bmm | sdpa (decode attention)
     overlap: bool | None = None          # launch step k+1 before recording step k's tokens (None: with graphs)
     fuse_layers: bool = True             # one compiled piece across each layer boundary (False: the issue-20 split)
-    gemm: str = "auto"                   # decode GEMMs: auto (triton on CUDA) | triton (split-K, <= 64 rows) | torch
+    gemm: str = "auto"                   # decode GEMMs: auto (triton on CUDA) | triton (split-K, <= 16 rows) | torch
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "EngineOptions":

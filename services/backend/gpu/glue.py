@@ -15,7 +15,7 @@ options (``engine.sampler_options`` in engine.yaml):
   compile          torch.compile the elementwise pieces (default: on CUDA; eager fallback on failure)
   attention        decode attention: auto (default: triton on CUDA, bmm elsewhere) | triton | bmm | sdpa
   fuse_layers      one compiled piece across each layer boundary in decode (default true)
-  gemm             decode GEMMs: auto (default: the Triton split-K kernel on CUDA for batches up to 64) |
+  gemm             decode GEMMs: auto (default: the Triton split-K kernel on CUDA for batches up to 16) |
                    triton | torch (cuBLAS inside the compiled pieces)
   overlap          launch decode step k+1 before recording step k's tokens (default: with cuda_graphs)
 """

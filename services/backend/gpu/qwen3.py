@@ -10,7 +10,9 @@ sampler weights are copied *into* them and captured CUDA graphs stay valid. The 
 * ``decode(tok, pos, ctx)``: one token for each of the slots ``0..b-1`` at position ``pos[i]``;
   attends over cache positions ``[0, pos[i]]`` (the Triton split-K kernel of ``decode_attention``
   reads only those; bmm/sdpa read ``[0, ctx)`` masked). Static shapes for a given
-  ``(b, ctx)``, no host synchronisation: graph-capturable.
+  ``(b, ctx)``, no host synchronisation: graph-capturable. Up to ``skinny_gemm.MAX_ROWS`` rows the
+  GEMMs are ``skinny_gemm``'s split-K Triton kernel between compiled elementwise pieces
+  (``gemm: auto`` on CUDA), above them cuBLAS inside the compiled pieces.
 
 Numerics follow transformers' Qwen3 (RMSNorm in float32 then cast back before the weight, rotary
 tables computed in float32 and cast to the model dtype, residuals in the model dtype), so logits
