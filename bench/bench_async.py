@@ -1,6 +1,6 @@
 """Async off-policy RL on the embedded default: synchronous GRPO vs --max-steps-off-policy 1 vs 2.
 
-One SFT warm start (the quickstart preset, ``--seed``), then GRPO from it once per K, with the same seed,
+Per seed (``--seeds``): one SFT warm start (the quickstart preset), then GRPO from it once per K, with that seed,
 tasks and step count (so the same task order per K >= 1 and the same sampling streams per step). Prints,
 per K: steps per hour of the step loop (checkpoint saves excluded), the rollout-idle fraction (sync: the
 step's weight sync + training, when no rollout runs; async: the time no batch was being sampled), the
@@ -9,7 +9,7 @@ batch), the mean reward of the first and last 5 steps, the mean staleness, and t
 (os.getloadavg(): 2 cores shared with others). Writes bench/results/async-<timestamp>.{json,png} (reward vs
 wall clock). Uses the running config/ (bash setup.sh all && python configure.py first).
 
-    .venv-control/bin/python bench/bench_async.py [--ks 0 1 2] [--num-steps 40] [--seed 0]
+    .venv-control/bin/python bench/bench_async.py [--ks 0 1 2] [--num-steps 40] [--seeds 0 1 2]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -64,48 +65,69 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2], help="values of --max-steps-off-policy")
     ap.add_argument("--num-steps", type=int, default=40, help="GRPO steps per run (default 40)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0], help="one SFT warm start and one run per K each")
     ap.add_argument("--warm-start", default=None, metavar="TINKER_PATH",
-                    help="an sft checkpoint of the quickstart preset to start from (default: run sft first)")
+                    help="an sft checkpoint of the quickstart preset to start from (one seed only; default: run sft)")
     args = ap.parse_args()
-    out: dict = {"seed": args.seed, "num_steps": args.num_steps, "runs": []}
-    load0 = os.getloadavg()
-    t0 = time.time()
-    if args.warm_start:
-        warm = args.warm_start
-    else:
-        sft = run("sft", args.seed, ["--init-from", "none"])
-        warm = json.loads((sft / "results" / "sft" / "result.json").read_text())["final_checkpoint"]
-    out["warm_start"], out["sft_s"] = warm, time.time() - t0
-    print(f"sft warm start {warm} in {out['sft_s']:.0f} s (load {load0[0]:.2f})", flush=True)
-    for k in args.ks:
-        before = os.getloadavg()
-        d = run("grpo", args.seed, ["--init-from", warm, "--num-steps", str(args.num_steps),
-                                    "--max-steps-off-policy", str(k)])
-        res = json.loads((d / "results" / "grpo" / "result.json").read_text())
-        f = figures(res["steps"], k) | {"run": str(d), "load_before": before, "load_after": os.getloadavg()}
-        out["runs"].append(f)
-        print(f"K={k}: {f['steps_per_hour']:.0f} steps/h, reward {f['reward_first5']:.3f} -> {f['reward_last5']:.3f}, "
-              f"load {before[0]:.2f} -> {f['load_after'][0]:.2f}", flush=True)
-    base = out["runs"][0]["steps_per_hour"]
-    print(f"\n{'K':>2} {'steps/h':>8} {'x sync':>7} {'rollout idle':>13} {'trainer idle':>13} {'reward first5':>14} "
-          f"{'last5':>6} {'staleness':>9} {'load (1 min)':>13}")
+    if args.warm_start and len(args.seeds) > 1:
+        ap.error("--warm-start is one seed's checkpoint: give one --seeds value with it")
+    out: dict = {"seeds": args.seeds, "ks": args.ks, "num_steps": args.num_steps, "runs": [], "warm_starts": {}}
+    for seed in args.seeds:
+        t0 = time.time()
+        if args.warm_start:
+            warm = args.warm_start
+        else:
+            sft = run("sft", seed, ["--init-from", "none"])
+            warm = json.loads((sft / "results" / "sft" / "result.json").read_text())["final_checkpoint"]
+        out["warm_starts"][seed] = {"path": warm, "sft_s": time.time() - t0}
+        print(f"seed {seed}: sft warm start {warm} in {time.time() - t0:.0f} s (load {os.getloadavg()[0]:.2f})",
+              flush=True)
+        for k in args.ks:
+            before = os.getloadavg()
+            d = run("grpo", seed, ["--init-from", warm, "--num-steps", str(args.num_steps),
+                                   "--max-steps-off-policy", str(k)])
+            res = json.loads((d / "results" / "grpo" / "result.json").read_text())
+            f = figures(res["steps"], k) | {"seed": seed, "run": str(d), "load_before": before,
+                                            "load_after": os.getloadavg()}
+            out["runs"].append(f)
+            print(f"seed {seed} K={k}: {f['steps_per_hour']:.0f} steps/h, reward {f['reward_first5']:.3f} -> "
+                  f"{f['reward_last5']:.3f}, load {before[0]:.2f} -> {f['load_after'][0]:.2f}", flush=True)
+    print(f"\n{'seed':>4} {'K':>2} {'steps/h':>8} {'x sync':>7} {'rollout idle':>13} {'trainer idle':>13} "
+          f"{'reward first5':>14} {'last5':>6} {'staleness':>9} {'load (1 min)':>13}")
+    sync = {f["seed"]: f["steps_per_hour"] for f in out["runs"] if f["k"] == args.ks[0]}
     for f in out["runs"]:
-        print(f"{f['k']:>2} {f['steps_per_hour']:>8.0f} {f['steps_per_hour'] / base:>7.2f} {f['rollout_idle']:>13.2f} "
+        f["x_sync"] = f["steps_per_hour"] / sync[f["seed"]]
+        print(f"{f['seed']:>4} {f['k']:>2} {f['steps_per_hour']:>8.0f} {f['x_sync']:>7.2f} {f['rollout_idle']:>13.2f} "
               f"{f['trainer_idle']:>13.2f} {f['reward_first5']:>14.3f} {f['reward_last5']:>6.3f} "
               f"{f['staleness_mean']:>9.2f} {f['load_before'][0]:>6.2f}->{f['load_after'][0]:<5.2f}")
+    out["summary"] = {}
+    print(f"\nover seeds {args.seeds} (x = against K={args.ks[0]} of the same seed):")
+    for k in args.ks:
+        fs = [f for f in out["runs"] if f["k"] == k]
+        last = [f["reward_last5"] for f in fs]
+        sm = {"steps_per_hour": statistics.mean(f["steps_per_hour"] for f in fs),
+              "x_sync": statistics.mean(f["x_sync"] for f in fs),
+              "reward_first5": statistics.mean(f["reward_first5"] for f in fs),
+              "reward_last5": statistics.mean(last),
+              "reward_last5_sd": statistics.stdev(last) if len(last) > 1 else 0.0}
+        out["summary"][k] = sm
+        print(f"  K={k}: {sm['steps_per_hour']:.0f} steps/h (x{sm['x_sync']:.2f}), reward {sm['reward_first5']:.3f} -> "
+              f"{sm['reward_last5']:.3f} (sd over seeds {sm['reward_last5_sd']:.3f})")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     res_dir = ROOT / "bench" / "results"
     res_dir.mkdir(parents=True, exist_ok=True)
     (res_dir / f"async-{stamp}.json").write_text(json.dumps(out, indent=1))
-    fig = Figure(figsize=(7, 4), dpi=100)
-    ax = fig.add_subplot()
-    for f in out["runs"]:
-        ax.plot([c / 60 for c in f["clock_s"]], f["curve"], marker="o", ms=2, lw=1, label=f"K={f['k']}")
-    ax.set_xlabel("wall clock of the GRPO step loop (min)")
-    ax.set_ylabel("mean reward per step")
-    ax.set_title(f"sync vs async GRPO, quickstart preset, seed {args.seed}")
-    ax.legend()
+    fig = Figure(figsize=(5 * len(args.seeds), 4), dpi=100)
+    for i, seed in enumerate(args.seeds):
+        ax = fig.add_subplot(1, len(args.seeds), i + 1)
+        for f in out["runs"]:
+            if f["seed"] == seed:
+                ax.plot([c / 60 for c in f["clock_s"]], f["curve"], marker="o", ms=2, lw=1, label=f"K={f['k']}")
+        ax.set_xlabel("wall clock of the GRPO step loop (min)")
+        ax.set_ylabel("mean reward per step")
+        ax.set_title(f"quickstart preset, seed {seed}")
+        ax.legend()
+    fig.suptitle("sync vs async GRPO (--max-steps-off-policy K)")
     fig.tight_layout()
     fig.savefig(res_dir / f"async-{stamp}.png")
     print(f"wrote {res_dir / f'async-{stamp}.json'} and .png")

@@ -30,7 +30,7 @@ from .agent.chat_format import eos_id
 from .agent.scripted import ScriptedPolicy
 from .config import AnyTrain, PpoKlConfig, RLConfig, SftConfig, flat
 from .data import reweighted, sft_datums
-from .evaluation import EvalResult, evaluate_sampler, record
+from .evaluation import EvalResult, evaluate_sampler, record, score
 from .presets import PRESETS
 from .recorder import RunRecorder
 from .rl_loop import OffPolicySampler, RLState, adam, lr_at, off_policy_step, rl_step
@@ -302,8 +302,8 @@ class SftRecipe:
         tasks = [ctx.tasks[i % len(ctx.tasks)] for i in ctx.rng.sample(range(max(n, len(ctx.tasks))), n)]
         # one seeded sampling stream per rollout (from the run's rng): the gate decision is reproducible
         trajs = await ctx.rollouts.run_many([(t, pol.fork(ctx.rng.randrange(2**31))) for t in tasks])
-        done = [t for t in trajs if t is not None]
-        return (sum(t.reward or 0.0 for t in done) / len(done) if done else 0.0), done
+        res = score(tasks, trajs)  # the gate's figure: the mean reward of the scored attempts
+        return res.mean_reward, res.trajectories
 
     async def step(self, step: int) -> dict:
         cfg, data, nll = self.cfg, self.gold, self.st.nll

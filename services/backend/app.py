@@ -34,11 +34,11 @@ def create_app(state: BackendState) -> FastAPI:
 
     @app.middleware("http")
     async def auth(request: Request, call_next):
-        caller = tenants.ADMIN
+        caller: tenants.Caller | None = tenants.ADMIN
         if state.tenants.keys and request.url.path.startswith("/api/") and request.url.path != "/api/v1/healthz":
             caller = state.tenants.caller(request.headers.get("x-api-key"))
-            if caller is None:
-                return json_response({"detail": "invalid or missing API key (send it in the X-API-Key header)"}, 401)
+        if caller is None:
+            return json_response({"detail": "invalid or missing API key (send it in the X-API-Key header)"}, 401)
         token = tenants.current.set(caller)
         try:
             return await call_next(request)

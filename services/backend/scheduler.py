@@ -414,6 +414,7 @@ class Scheduler:
                     continue
                 self._chunked.remove(c)
                 try:
+                    assert c.head is not None, "a chunked request's first chunk always runs first"
                     merged = dataclasses.replace(c.head, sequences=c.slots, resume={})
                     self._answer(c.job, self._finish_sample(merged), None)
                 except Exception as e:  # noqa: BLE001
@@ -429,11 +430,13 @@ class Scheduler:
             rows += 1
         return out
 
-    def _sample_batch(self, key: SampleKey, specs: list[Any], owners: list, finish: bool = True):
+    def _sample_batch(self, key: SampleKey, specs: list[Any], owners: list, finish: bool = True
+                      ) -> list[tuple[Any, Any, tuple[str, str] | None]]:
         """``runtime.sample`` for ``specs``; (owner, result, error) per spec, the result already
         finished (encoded) when ``finish``."""
         base, wkey = key
         t0 = time.time()
+        outs: list[tuple[Any, Any, tuple[str, str] | None]]
         try:
             results = self.runtime.sample(base, wkey, specs, poll=lambda: self._poll_samples(key))
             outs = [(o, self._finish_sample(r) if finish else r, None) for o, r in zip(owners, results)]
@@ -448,6 +451,7 @@ class Scheduler:
 
     def _answer(self, job: SampleJob, res: Result | None, err: tuple[str, str] | None) -> None:
         if err is None:
+            assert res is not None
             self.store.complete(job.request_id, *res)
         else:
             self.store.fail(job.request_id, *err)

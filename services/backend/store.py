@@ -47,7 +47,7 @@ class Store:
         with self._lock:
             return self.db.execute(sql, args)
 
-    def _one(self, sql: str, args: tuple = ()) -> sqlite3.Row | None:
+    def _one(self, sql: str, args: tuple = ()) -> dict[str, Any] | None:
         with self._lock:
             cur = self.db.execute(sql, args)
             row = cur.fetchone()
@@ -96,8 +96,9 @@ class Store:
 
     def models(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
         rows = self._all("SELECT model_id FROM models ORDER BY created DESC LIMIT ? OFFSET ?", (limit, offset))
-        total = self._one("SELECT COUNT(*) AS n FROM models")["n"]
-        return [self.model(r["model_id"]) for r in rows], total
+        count = self._one("SELECT COUNT(*) AS n FROM models")
+        found = [self.model(r["model_id"]) for r in rows]  # a model deleted meanwhile is left out
+        return [m for m in found if m is not None], count["n"] if count else 0
 
     def touch_model(self, model_id: str) -> None:
         self._exec("UPDATE models SET last_request=? WHERE model_id=?", (time.time(), model_id))
