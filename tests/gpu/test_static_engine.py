@@ -56,14 +56,19 @@ def test_qwen3_forward_matches_hf(hf, attention, fuse_layers):
     with torch.no_grad():
         ref = hf(input_ids=ids).logits
         assert torch.allclose(m.logits(m.prefill(ids, torch.tensor([0, 1, 2]))), ref, atol=1e-4)
-        lens = [30, 25, 20]  # rows at different positions in one decode batch, context bucket > lengths
-        for i, n in enumerate(lens):
-            m.prefill(ids[i : i + 1, :n], torch.tensor([i]))
-        pos = torch.tensor(lens)
-        for _ in range(10):
-            lg = m.decode(ids[torch.arange(3), pos], pos, 128)
-            assert torch.allclose(lg, ref[torch.arange(3), pos], atol=1e-4)
-            pos = pos + 1
+        _decode_matches(m, ids, ref, steps=10)
+
+
+def _decode_matches(m, ids, ref, steps: int) -> None:
+    """Rows prefilled to different lengths decode in one batch (context bucket > lengths) to HF's logits."""
+    lens = [30, 25, 20]
+    for i, n in enumerate(lens):
+        m.prefill(ids[i : i + 1, :n], torch.tensor([i]))
+    pos = torch.tensor(lens)
+    for _ in range(steps):
+        lg = m.decode(ids[torch.arange(3), pos], pos, 128)
+        assert torch.allclose(lg, ref[torch.arange(3), pos], atol=1e-4)
+        pos = pos + 1
 
 
 @pytest.mark.parametrize("split", [1, 3])
@@ -79,14 +84,7 @@ def test_split_gemm_decode_matches_hf(hf, monkeypatch, split):
     ids = torch.randint(0, 8000, (3, 40), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         ref = hf(input_ids=ids).logits
-        lens = [30, 25, 20]
-        for i, n in enumerate(lens):
-            m.prefill(ids[i : i + 1, :n], torch.tensor([i]))
-        pos = torch.tensor(lens)
-        for _ in range(6):
-            lg = m.decode(ids[torch.arange(3), pos], pos, 128)
-            assert torch.allclose(lg, ref[torch.arange(3), pos], atol=1e-4)
-            pos = pos + 1
+        _decode_matches(m, ids, ref, steps=6)
 
 
 def test_sampled_logprobs_match_trainer_and_limits(hf, tok):
