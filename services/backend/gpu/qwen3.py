@@ -194,26 +194,23 @@ class StaticQwen3:
 
         # The split-GEMM decode layer (gemm 'triton'): the GEMMs run between these pieces, each of which
         # takes a GEMM's result (float32 split-K partials [split, N, out] or [N, out]) and sums it while
-        # doing the elementwise work that follows it
-        def red(p):
-            return p.sum(0).to(dt) if p.dim() == 3 else p
-
+        # doing the elementwise work that follows it (skinny_gemm.reduce)
         def rmsnorm(x, w):
             return rms_norm(x, w, eps)
 
         def qk_rope(p, qn, kn, cos, sin):
-            qkv = red(p)
+            qkv = skinny_gemm.reduce(p, dt)
             cos, sin = cos[:, None, :], sin[:, None, :]
             w = torch.cat((qn.expand(Hq, D), kn.expand(Hkv, D)))
             qk = rope(rms_norm(qkv[:, : qd + kd].reshape(-1, Hq + Hkv, D), w, eps), cos, sin)
             return qk[:, :Hq], qk[:, Hq:], qkv[:, qd + kd :].reshape(-1, Hkv, D)
 
         def add_norm(x, p, w):  # residual add + the next RMSNorm: (x, normed x)
-            x = x + red(p)
+            x = x + skinny_gemm.reduce(p, dt)
             return x, rms_norm(x, w, eps)
 
         def silu_mul(p):
-            gu = red(p)
+            gu = skinny_gemm.reduce(p, dt)
             return F.silu(gu[:, :Fd]) * gu[:, Fd:]
 
         self._eager = dict(pre=pre, post=post, mid=mid, head=head, post_pre=post_pre, post_head=post_head,
