@@ -165,15 +165,18 @@ def microbatches(order: list[int], lens: list[int], max_tokens: int) -> list[lis
 
 def microbatch_loss(module: torch.nn.Module, batch: list[Datum], loss_fn: str, fn: losses.LossFn,
                     cfg: dict[str, float], dev: torch.device, forward_only: bool
-                    ) -> tuple[torch.Tensor, list[dict[str, np.ndarray]], float]:
+                    ) -> tuple[torch.Tensor, list[dict[str, np.ndarray]], tuple[float, int]]:
     """Summed loss of one microbatch (with gradient unless ``forward_only``), each datum's
-    ``logprobs`` / ``elementwise_loss``, and the number of clipped tokens (ppo, cispo)."""
-    act = None if forward_only else [active_positions(loss_fn, d.inputs) for d in batch]
-    lps = token_logprobs(module, [d.tokens for d in batch], [d.inputs["target_tokens"] for d in batch], dev, act)
+    ``logprobs`` / ``elementwise_loss``, and (ppo, cispo) the clipped tokens among the positions the
+    loss acts on (weight and advantage non-zero; a prompt's positions are not counted) and how many
+    those positions are."""
+    active = [active_positions(loss_fn, d.inputs) for d in batch]
+    lps = token_logprobs(module, [d.tokens for d in batch], [d.inputs["target_tokens"] for d in batch], dev,
+                         None if forward_only else active)
     loss = torch.zeros((), device=dev, dtype=torch.float32)
     results = []
-    clipped = 0.0
-    for d, lp in zip(batch, lps):
+    clipped, counted = 0.0, 0
+    for d, lp, act in zip(batch, lps, active):
         x = {k: torch.as_tensor(np.asarray(v, dtype=np.float32), device=dev)
              for k, v in d.inputs.items() if k != "target_tokens"}
         w = x.get("weights")
@@ -184,6 +187,7 @@ def microbatch_loss(module: torch.nn.Module, batch: list[Datum], loss_fn: str, f
         results.append({"logprobs": lp.detach().float().cpu().numpy(),
                         "elementwise_loss": el.detach().float().cpu().numpy()})
         if loss_fn in ("ppo", "cispo"):
-            r = torch.exp(lp.detach() - x["logprobs"])
+            r = torch.exp(lp.detach() - x["logprobs"])[torch.as_tensor(act, device=dev)]
             clipped += float(((r < cfg["clip_low_threshold"]) | (r > cfg["clip_high_threshold"])).float().sum())
-    return loss, results, clipped
+            counted += int(act.sum())
+    return loss, results, (clipped, counted)

@@ -153,13 +153,13 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
         dev = self.bases[tm.config.base_model].device
         order = sorted(range(len(req.data)), key=lambda i: -len(req.data[i].tokens))
         results: list[dict[str, np.ndarray] | None] = [None] * len(req.data)
-        total_loss, n_tokens, clipped = 0.0, 0, 0.0
+        total_loss, n_tokens, clipped, counted = 0.0, 0, 0.0, 0
         for mb in microbatches(order, [len(d.tokens) for d in req.data], self.max_tokens_per_microbatch):
             batch = [req.data[i] for i in mb]
             # HF checkpoints layers only in train mode (Qwen3 has no dropout: no other effect)
             module.train(self.gradient_checkpointing and not req.forward_only)
             with torch.no_grad() if req.forward_only else torch.enable_grad():
-                loss, outs, n_clipped = microbatch_loss(module, batch, req.loss_fn, fn, cfg, dev, req.forward_only)
+                loss, outs, (n_clipped, n_counted) = microbatch_loss(module, batch, req.loss_fn, fn, cfg, dev, req.forward_only)
                 if not req.forward_only and loss.requires_grad:
                     loss.backward()
             module.train(False)
@@ -167,10 +167,11 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
                 results[i] = out
             total_loss += float(loss.detach())
             clipped += n_clipped
+            counted += n_counted
             n_tokens += sum(len(d.tokens) for d in batch)
         metrics = {"loss:sum": total_loss, "num_tokens:sum": float(n_tokens)}
         if req.loss_fn in ("ppo", "cispo"):
-            metrics["clip_fraction:mean"] = clipped / max(n_tokens, 1)
+            metrics["clip_fraction:mean"] = clipped / max(counted, 1)
         return results, metrics  # type: ignore[return-value]
 
     def optim_step(self, model_id: str, adam: dict[str, float]) -> dict[str, float]:

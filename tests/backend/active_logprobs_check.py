@@ -1,6 +1,8 @@
 """Run with the runtime venv (needs peft): the trainer's fast logprob path (shared prefix once,
 padding skipped, unembedding without autograd except at active positions) against the plain
-batched forward, values and LoRA gradients. Prints OK. Used by test_active_logprobs.py."""
+batched forward, values and LoRA gradients; and the ppo loss's clip count over the sampled
+positions only (a prompt's zero logprobs are not clipped tokens). Prints OK. Used by
+test_active_logprobs.py."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 
 from services.backend import logprobs as R
+from services.backend import losses
+from services.backend.codec import Datum
 
 
 def batch(prefix: int, rows: int, rng: np.random.Generator):
@@ -60,7 +64,19 @@ def main(model_dir: str) -> None:
         assert dv < 1e-4, f"prefix {prefix}: logprobs differ by {dv}"
         assert dg < 1e-3, f"prefix {prefix}: gradients differ by {dg} (relative)"
         print(f"prefix {prefix}: max |dlogprob| {dv:.2e}, max relative |dgrad| {dg:.2e}")
+        clip_count(m, inputs, targets, active, [r.detach().numpy() for r in ref])
     print("OK")
+
+
+def clip_count(m, inputs, targets, active, lps) -> None:
+    """On-policy ppo data as a client sends it (behaviour logprobs and advantages at the sampled
+    positions, zeros at the prompt's): nothing is clipped, and the count covers the sampled tokens."""
+    data = [Datum(np.asarray(x), {"target_tokens": np.asarray(y), "logprobs": np.where(a, lp, 0.0),
+                                  "advantages": a * 1.0}) for x, y, a, lp in zip(inputs, targets, active, lps)]
+    fn, cfg = losses.loss("ppo", None)
+    _, _, (clipped, counted) = R.microbatch_loss(m, data, "ppo", fn, cfg, torch.device("cpu"), False)
+    assert counted == sum(int(a.sum()) for a in active), counted
+    assert clipped == 0, f"{clipped} of {counted} on-policy tokens counted as clipped"
 
 
 if __name__ == "__main__":
