@@ -89,12 +89,12 @@ def engine_run(eng: StaticEngine, specs: list[SampleSpec]):
 
 def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float,
                  attention: str = "auto", graphs: bool = True, new: int | None = None, tag: str = "",
-                 fuse_layers: bool = True, overlap: bool | None = None, gemm: str = "auto"):
+                 fuse_layers: bool = True, overlap: bool | None = None, gemm: str = "auto", **opts):
     new = new or NEW
     eng = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=max(batches), max_context=PROMPT + NEW + 256,
                                                                  attention=attention, cuda_graphs=graphs,
                                                                  compile=COMPILE, fuse_layers=fuse_layers,
-                                                                 overlap=overlap, gemm=gemm))
+                                                                 overlap=overlap, gemm=gemm, **opts))
     eng.load_weights("base", model)
     w_bytes = shape.weight_bytes() - shape.vocab * shape.hidden * 2  # embedding rows are gathered, not streamed
     kv_tok = shape.kv_bytes_per_token()
@@ -112,6 +112,7 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
         bound = b / ((w_bytes + kv_avg) / bw)
         bound_w = b / (w_bytes / HBM_NOMINAL)
         R.add(bench="sampling", engine=f"static{tag}", attention=eng.model.attention, gemm=eng.model.gemm,
+              fuse_silu=eng.opts.fuse_silu, token_choice=eng.token_choice,
               graphs=graphs, compiled=eng.model.compiled,
               compile_s=eng.stats.get("compile_s"), shape=name, batch=b, new=new,
               tok_s=toks / t, decode_tok_s=dec_tok_s, step_ms=1e3 * step_s, prefill_s=st["prefill_s"], total_s=t,
@@ -190,8 +191,9 @@ def decode_profile(model, shape: Qwen3Shape, R: Results, name: str, batches: lis
                    out_dir: str | None) -> None:
     """Kernels of one decode step (torch.profiler, eager launches of the compiled pieces, rows at
     position ~PROMPT + NEW / 2): count per step and GPU time per kernel family, next to the
-    graph-replayed step time of the same engine, and each weight matrix's GEMM alone at the
-    step's batch size (CUDA-graph replays: bandwidth reached streaming that weight)."""
+    graph-replayed step time of the same engine and of its token choice (unfiltered, temperature 1),
+    and each weight matrix's GEMM alone at the step's batch size (CUDA-graph replays: bandwidth
+    reached streaming that weight)."""
     import triton.testing  # noqa: PLC0415  (CPU installs have no triton)
 
     eng = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=max(batches), max_context=PROMPT + NEW + 256,
@@ -208,6 +210,9 @@ def decode_profile(model, shape: Qwen3Shape, R: Results, name: str, batches: lis
             step()
         sync()
         t_graph = bench(step)
+        logits = step()
+        one = torch.ones(b, device=DEV)
+        t_choose = bench(partial(eng._choose, logits, one, one.long() - 1, one, tok, tok, eng.vidx, False))
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(5):
                 step()
@@ -226,6 +231,7 @@ def decode_profile(model, shape: Qwen3Shape, R: Results, name: str, batches: lis
         rows = sorted(((k, n / 5, us / 5) for k, (n, us) in fam.items()), key=lambda r: -r[2])
         busy = sum(r[2] for r in rows)
         R.add(bench="decode_profile", shape=name, batch=b, ctx_bucket=ctx, graph_step_us=t_graph * 1e6,
+              token_choice_us=t_choose * 1e6,
               kernels_per_step=n_kernels / 5, kernel_busy_us=busy, top=[[k, n, round(us, 1)] for k, n, us in rows[:12]])
         if out_dir:
             with open(f"{out_dir}/decode_profile_{name}_b{b}.txt", "w") as f:
@@ -283,7 +289,8 @@ def main() -> None:
     ap.add_argument("--hf", default="1:64,16:64,64:256", help="HF generate runs, batch:new_tokens (empty: none)")
     ap.add_argument("--variants", default="bmm,sdpa,nographs,grpo",
                     help="extra engine runs: bmm/sdpa attention, unfused (issue-20 step), sync (no overlap) at the "
-                         "smallest and largest batch; nographs; grpo")
+                         "smallest and largest batch; cublas, nosilu (SiLU * up its own kernel), torchchoice (token "
+                         "choice compiled from torch), previous (both) at every batch; nographs; grpo")
     ap.add_argument("--other-arch", default="", help="also time the HF fallback sampler on this architecture (llama)")
     ap.add_argument("--other-arch-runs", default="1:32,64:64", help="batch:new_tokens runs of --other-arch")
     ap.add_argument("--other-arch-shape", default="4b")
@@ -334,6 +341,14 @@ def main() -> None:
                                                 tag="_sync")
                         elif v == "cublas":  # decode GEMMs by cuBLAS inside the compiled pieces
                             e, _ = bench_engine(model, shape, R, name, batches, bw, gemm="torch", tag="_cublas")
+                        elif v == "nosilu":  # SiLU * up in a kernel of its own after the gate/up GEMM
+                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_nosilu", fuse_silu=False)
+                        elif v == "previous":  # the last session's default: both of the above unfused
+                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_previous", fuse_silu=False,
+                                                token_choice="torch")
+                        elif v == "torchchoice":  # token choice by the compiled torch function, not the kernel
+                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_torchchoice",
+                                                token_choice="torch")
                         elif v == "unfused":  # the issue-20 step: pre + post pieces per layer
                             e, _ = bench_engine(model, shape, R, name, sorted({batches[0], B}), bw, fuse_layers=False,
                                                 tag="_unfused")

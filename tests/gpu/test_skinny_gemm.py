@@ -33,6 +33,23 @@ def test_skinny_mm_matches_float32(M, N, K, cfg):
 
 
 @cuda
+@pytest.mark.parametrize("M", [1, 3, 16, 64])
+@pytest.mark.parametrize("F,K", [(9728, 2560), (3072, 1024), (1000, 300)])
+def test_mm_silu_matches_reference(M, F, K):
+    """The gate/up GEMM with SiLU * up in its epilogue, against its torch reference and float64."""
+    for seed in range(2):  # fresh random inputs each time
+        g = torch.Generator(device="cuda").manual_seed(seed * 7919 + M * F + K)
+        x = (torch.randn(M, K, device="cuda", generator=g) / K ** 0.5).bfloat16()
+        w = torch.randn(2 * F, K, device="cuda", generator=g).bfloat16()
+        out = sg.mm_silu(x, w)
+        assert out.shape == (M, F) and out.dtype == torch.bfloat16 and torch.isfinite(out).all()
+        gu = x.double() @ w.double().t()
+        ref = torch.nn.functional.silu(gu[:, :F]) * gu[:, F:]
+        assert float((out.double() - ref).norm() / ref.norm()) < 1e-2
+        assert float((out.double() - sg.mm_silu_reference(x, w).double()).norm() / ref.norm()) < 1e-2
+
+
+@cuda
 def test_bf16_lora_same_logprobs_and_gradients():
     """The LoRA branches in bf16 give the trainer's logprobs and the adapters' (float32) gradients of
     peft's float32 branches, within bf16 rounding."""

@@ -71,12 +71,14 @@ def _decode_matches(m, ids, ref, steps: int) -> None:
         pos = pos + 1
 
 
-@pytest.mark.parametrize("split", [1, 3])
-def test_split_gemm_decode_matches_hf(hf, monkeypatch, split):
+@pytest.mark.parametrize("split,fuse_silu", [(1, False), (3, False), (3, True)])
+def test_split_gemm_decode_matches_hf(hf, monkeypatch, split, fuse_silu):
     """The gemm 'triton' decode layer (GEMMs between the compiled pieces; a split-K GEMM's float32
-    partials summed by the piece that follows it), on CPU with the torch references of its two Triton
-    kernels: the same logits as HF at rows of different lengths."""
-    m = StaticQwen3(Qwen3Shape.from_hf_config(hf.config), "cpu", torch.float32, 4, 256, "bmm", True)
+    partials summed by the piece that follows it; with fuse_silu the gate/up GEMM's SiLU * up
+    epilogue), on CPU with the torch references of its Triton kernels: the same logits as HF at rows
+    of different lengths."""
+    m = StaticQwen3(Qwen3Shape.from_hf_config(hf.config), "cpu", torch.float32, 4, 256, "bmm", True,
+                    fuse_silu=fuse_silu)
     m.load(Qwen3Parts(hf))
     m.gemm, m.attention = "triton", "triton"
     m.skinny_mm = partial(skinny_gemm.mm_reference, split=split)

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from ..sampler import SampleResult, SampleSpec, _hit_stop_string
-from . import skinny_gemm
+from . import sampling, skinny_gemm
 from .qwen3 import Qwen3Shape, StaticQwen3
 from .sampling import choose
 from .weights import Qwen3Parts
@@ -68,6 +68,8 @@ class EngineOptions:
     overlap: bool | None = None          # launch step k+1 before recording step k's tokens (None: with graphs)
     fuse_layers: bool = True             # one compiled piece across each layer boundary (False: the issue-20 split)
     gemm: str = "auto"                   # decode GEMMs: auto (triton on CUDA) | triton (split-K, <= 16 rows) | torch
+    fuse_silu: bool = True               # gemm triton: SiLU * up in the gate/up GEMM's epilogue (False: own kernel)
+    token_choice: str = "auto"           # auto (kernel on CUDA) | kernel (sampling.choose_kernel, no top-k/p) | torch
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "EngineOptions":
@@ -150,7 +152,7 @@ class StaticEngine:
     def __init__(self, shape: Qwen3Shape, device: torch.device | str, dtype: torch.dtype, opts: EngineOptions):
         self.shape, self.device, self.dtype, self.opts = shape, torch.device(device), dtype, opts
         self.model = StaticQwen3(shape, self.device, dtype, opts.max_slots, opts.max_context, opts.attention,
-                                 opts.fuse_layers, opts.gemm)
+                                 opts.fuse_layers, opts.gemm, opts.fuse_silu)
         S, dev = opts.max_slots, self.device
         on_cuda = self.device.type == "cuda"
         self.use_graphs = on_cuda if opts.cuda_graphs is None else bool(opts.cuda_graphs and on_cuda)
@@ -179,18 +181,42 @@ class StaticEngine:
                       "tokens": 0, "weight_loads": 0, "weight_load_s": 0.0}
         self._dirty = True
         self._choose = choose
+        self.token_choice = self.resolve_token_choice(opts.token_choice, self.device)
+        if self.token_choice == "kernel":
+            self._choose = self._choose_kernel
         want_compile = (self.device.type == "cuda") if opts.compile is None else bool(opts.compile)
         if want_compile:
             self._enable_compile()
 
+    @staticmethod
+    def resolve_token_choice(mode: str, device: torch.device) -> str:
+        """'kernel' (sampling.choose_kernel for batches without top-k/top-p: two launches, the fastest
+        measured, docs/performance.md), 'torch' (sampling.choose, compiled with the pieces); 'auto' =
+        kernel on CUDA where Triton is installed, else torch."""
+        if mode not in ("auto", "kernel", "torch"):
+            raise ValueError(f"token_choice must be auto, kernel or torch, got {mode!r}")
+        if mode == "kernel" and not (device.type == "cuda" and sampling.available()):
+            raise ValueError("token_choice 'kernel' needs CUDA and the triton package")
+        if mode == "auto":
+            return "kernel" if device.type == "cuda" and sampling.available() else "torch"
+        return mode
+
+    @staticmethod
+    def _choose_kernel(logits, temp, topk, topp, seed, step, vidx, filtered):
+        if filtered:  # top-k / top-p rows: the sort-based torch function, eager
+            return choose(logits, temp, topk, topp, seed, step, vidx, True)
+        return sampling.choose_kernel(logits, temp, topk, seed, step)
+
     def _enable_compile(self) -> None:
         """Compile the fusable pieces now (a 3-token prefill and a 3-row decode step trigger it), so
-        that graph capture never compiles; on failure fall back to eager pieces. Token choice is
-        compiled for the unfiltered case only (Inductor 2.11 fails on the sort/cumsum top-p variant
-        with dynamic shapes); top-k/top-p rows run it eagerly inside the same CUDA graph."""
+        that graph capture never compiles; on failure fall back to eager pieces. With token_choice
+        'torch', token choice is compiled for the unfiltered case only (Inductor 2.11 fails on the
+        sort/cumsum top-p variant with dynamic shapes); top-k/top-p rows run it eagerly inside the
+        same CUDA graph."""
         t0 = time.perf_counter()
         dev = self.device
-        z = lambda: torch.zeros(3, dtype=torch.int64, device=dev)  # noqa: E731  (3: no 0/1 specialisation)
+        n = min(3, self.opts.max_slots)  # 3: no 0/1 specialisation (fewer rows than the cache has slots never)
+        z = lambda: torch.zeros(n, dtype=torch.int64, device=dev)  # noqa: E731
         try:
             self.model.enable_compile(True)
             with torch.no_grad():
@@ -206,11 +232,12 @@ class StaticEngine:
             self.model.enable_compile(False)
             self.stats["compile_error"] = f"model: {type(e).__name__}: {e}"[:300]
         try:
-            plain = torch.compile(_choose_plain, dynamic=True)
-            with torch.no_grad():
-                lg = self.model.decode(z(), z(), 128)
-                plain(lg, torch.ones(3, device=dev), z() - 1, torch.ones(3, device=dev), z(), z(), self.vidx)
-            self._choose = lambda *a: plain(*a[:-1]) if not a[-1] else choose(*a)
+            if self.token_choice == "torch":
+                plain = torch.compile(_choose_plain, dynamic=True)
+                with torch.no_grad():
+                    lg = self.model.decode(z(), z(), 128)
+                    plain(lg, torch.ones(n, device=dev), z() - 1, torch.ones(n, device=dev), z(), z(), self.vidx)
+                self._choose = lambda *a: plain(*a[:-1]) if not a[-1] else choose(*a)
         except Exception as e:  # noqa: BLE001
             log.warning("static engine: torch.compile of sampling failed (%s: %s); eager", type(e).__name__, e)
             self._choose = choose

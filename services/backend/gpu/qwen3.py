@@ -12,7 +12,8 @@ sampler weights are copied *into* them and captured CUDA graphs stay valid. The 
   reads only those; bmm/sdpa read ``[0, ctx)`` masked). Static shapes for a given
   ``(b, ctx)``, no host synchronisation: graph-capturable. Up to ``skinny_gemm.MAX_ROWS`` rows the
   GEMMs are ``skinny_gemm``'s split-K Triton kernel between compiled elementwise pieces
-  (``gemm: auto`` on CUDA), above them cuBLAS inside the compiled pieces.
+  (``gemm: auto`` on CUDA; with ``fuse_silu`` the gate/up GEMM applies SiLU * up itself), above them
+  cuBLAS inside the compiled pieces.
 
 Numerics follow transformers' Qwen3 (RMSNorm in float32 then cast back before the weight, rotary
 tables computed in float32 and cast to the model dtype, residuals in the model dtype), so logits
@@ -77,7 +78,8 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
 
 class StaticQwen3:
     def __init__(self, shape: Qwen3Shape, device: torch.device | str, dtype: torch.dtype, max_slots: int,
-                 max_context: int, attention: str = "auto", fuse_layers: bool = True, gemm: str = "torch"):
+                 max_context: int, attention: str = "auto", fuse_layers: bool = True, gemm: str = "torch",
+                 fuse_silu: bool = True):
         self.shape, self.device, self.dtype = shape, torch.device(device), dtype
         self.fuse_layers = bool(fuse_layers)  # decode: post_pre across layer boundaries (False: pre + post per layer)
         self.max_slots, self.max_context = int(max_slots), int(max_context)
@@ -85,6 +87,8 @@ class StaticQwen3:
         self.gemm = self.resolve_gemm(gemm, self.device)
         # the split-K decode GEMM (rows <= skinny_gemm.MAX_ROWS); the CPU tests swap in mm_reference
         self.skinny_mm = skinny_gemm.mm if self.gemm == "triton" else skinny_gemm.mm_reference
+        self.fuse_silu = bool(fuse_silu)  # split-GEMM decode: SiLU * up in the gate/up GEMM (else its own kernel)
+        self.skinny_silu = skinny_gemm.mm_silu if self.gemm == "triton" else skinny_gemm.mm_silu_reference
         s, dev = shape, self.device
         L, H, D, Hq, Hkv, Fd, V = s.layers, s.hidden, s.head_dim, s.heads, s.kv_heads, s.ffn, s.vocab
         self.qd, self.kd = Hq * D, Hkv * D
@@ -339,7 +343,7 @@ class StaticQwen3:
             q, k, v = self.qk_rope(mm(h, self.w_qkv[l]), self.qn[l], self.kn[l], cos, sin)
             o = decode_attention.attend(q, k, v, self.kc[l], self.vc[l], pos, ctx, self.scale)
             x, h = self.add_norm(x, mm(o.reshape(b, self.qd), self.w_o[l]), self.ln2[l])
-            a = self.silu_mul(mm(h, self.w_gu[l]))
+            a = self.skinny_silu(h, self.w_gu[l]) if self.fuse_silu else self.silu_mul(mm(h, self.w_gu[l]))
             x, h = self.add_norm(x, mm(a, self.w_down[l]), self.ln1[l + 1] if l + 1 < s.layers else self.norm)
         return skinny_gemm.reduce(mm(h, self.lm_head), self.dtype)
 

@@ -8,11 +8,23 @@ temperature-scaled, top-k/top-p-filtered logits, which draws from exactly the fi
 
 The returned logprob is log p(token) under the untruncated temperature-1 distribution in float32
 (what the trainer's ``forward`` computes), as in ``services.backend.sampler``.
+
+``choose_kernel`` is ``choose`` without top-k/top-p (the decode step's usual case) in two Triton
+launches: one pass over each row's vocabulary in chunks (max and sum of exponentials for the
+log-softmax, the hash's Gumbel noise, the chunk's best token), then one program per row merges the
+chunks. The same hash, so the same draws as ``choose`` up to float32 rounding of the noise.
 """
 
 from __future__ import annotations
 
 import torch
+
+try:  # Triton ships with CUDA builds of torch; CPU-only installs have none
+    import triton
+    import triton.language as tl
+    from triton.language.extra import libdevice
+except ImportError:  # pragma: no cover - depends on the install
+    triton = None
 
 _M64 = 1 << 64
 
@@ -89,4 +101,89 @@ def choose(logits: torch.Tensor, temp: torch.Tensor, topk: torch.Tensor, topp: t
     g = g.masked_fill(greedy[:, None], 0.0)
     tok = torch.argmax(scaled + g, dim=-1)
     lp = logp.gather(-1, tok[:, None])[:, 0]
+    return tok, lp
+
+
+def available() -> bool:
+    return triton is not None
+
+
+CHUNK = 2048  # vocabulary entries per program of choose_kernel's first pass
+
+
+if triton is not None:
+
+    @triton.jit
+    def _chunk_kernel(LG, TEMP, TOPK, SEED, STEP, PM, PS, PV, PI, V, n_chunks, s_lg, GOLD, C1, C2, C3,
+                      CH: tl.constexpr):
+        r = tl.program_id(0)
+        c = tl.program_id(1)
+        offs = c * CH + tl.arange(0, CH)
+        vmask = offs < V
+        lg = tl.load(LG + r * s_lg + offs, mask=vmask, other=float("-inf")).to(tl.float32)
+        m = tl.max(lg, 0)
+        s = tl.sum(tl.exp(lg - m), 0)
+        temp = tl.load(TEMP + r)
+        greedy = (temp <= 0) | (tl.load(TOPK + r) == 1)
+        t = tl.where(greedy, 1.0, temp)
+        # row_keys: splitmix64's finaliser on int64 (wrapping multiplies, logical shifts via masks)
+        x = tl.load(SEED + r) * GOLD + tl.load(STEP + r) * C3
+        x = x ^ ((x >> 30) & ((1 << 34) - 1))
+        x = x * C1
+        x = x ^ ((x >> 27) & ((1 << 37) - 1))
+        x = x * C2
+        x = x ^ ((x >> 31) & ((1 << 33) - 1))
+        key = (x & 0xFFFFFFFF).to(tl.uint32)
+        # uniform: lowbias32 of key ^ (token id * 0x9E3779B1), all mod 2**32
+        h = key ^ (offs.to(tl.uint32) * 0x9E3779B1)
+        h = h ^ (h >> 16)
+        h = h * 0x7FEB352D
+        h = h ^ (h >> 15)
+        h = h * 0x846CA68B
+        h = h ^ (h >> 16)
+        u = ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+        g = tl.where(greedy, 0.0, -libdevice.log(-libdevice.log(u)))
+        val = tl.where(vmask, lg / t + g, float("-inf"))
+        best = tl.max(val, 0)
+        idx = tl.argmax(val, 0)
+        row = r * n_chunks + c
+        tl.store(PM + row, m)
+        tl.store(PS + row, s)
+        tl.store(PV + row, best)
+        tl.store(PI + row, c * CH + idx)
+
+    @triton.jit
+    def _merge_kernel(LG, PM, PS, PV, PI, TOK, LP, n_chunks, s_lg, NP: tl.constexpr):
+        r = tl.program_id(0)
+        offs = tl.arange(0, NP)
+        cmask = offs < n_chunks
+        m = tl.load(PM + r * n_chunks + offs, mask=cmask, other=float("-inf"))
+        s = tl.load(PS + r * n_chunks + offs, mask=cmask, other=0.0)
+        v = tl.load(PV + r * n_chunks + offs, mask=cmask, other=float("-inf"))
+        i = tl.load(PI + r * n_chunks + offs, mask=cmask, other=2147483647)
+        gm = tl.max(m, 0)
+        lse = gm + libdevice.log(tl.sum(s * tl.exp(m - gm), 0))
+        best = tl.max(v, 0)
+        tok = tl.min(tl.where(v == best, i, 2147483647), 0)  # the lowest token id among ties, as torch.argmax
+        tl.store(TOK + r, tok.to(tl.int64))
+        tl.store(LP + r, tl.load(LG + r * s_lg + tok).to(tl.float32) - lse)
+
+
+def choose_kernel(logits: torch.Tensor, temp: torch.Tensor, topk: torch.Tensor, seed: torch.Tensor,
+                  step: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``choose(logits, temp, topk, topp, seed, step, vidx, filtered=False)`` on CUDA: logits [b, V]
+    (rows contiguous), temp [b] float32, topk [b] int64 (only top_k == 1 matters: greedy), seed and
+    step [b] int64 -> (tokens [b] int64, logprobs [b] float32)."""
+    b, V = logits.shape
+    if logits.stride(-1) != 1:
+        logits = logits.contiguous()
+    n = triton.cdiv(V, CHUNK)
+    pm, ps, pv = (torch.empty(b, n, device=logits.device, dtype=torch.float32) for _ in range(3))
+    pi = torch.empty(b, n, device=logits.device, dtype=torch.int32)
+    tok = torch.empty(b, device=logits.device, dtype=torch.int64)
+    lp = torch.empty(b, device=logits.device, dtype=torch.float32)
+    _chunk_kernel[(b, n)](logits, temp, topk, seed, step, pm, ps, pv, pi, V, n, logits.stride(0), _GOLD, _C1, _C2,
+                          _C3, CH=CHUNK, num_warps=8)
+    _merge_kernel[(b,)](logits, pm, ps, pv, pi, tok, lp, n, logits.stride(0), NP=max(2, triton.next_power_of_2(n)),
+                        num_warps=4)
     return tok, lp

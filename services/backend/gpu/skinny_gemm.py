@@ -10,7 +10,12 @@ longer hides under the weight stream), so the engine uses it up to ``MAX_ROWS`` 
 1`` the result is the float32 partial sums ``[split, M, N]`` (the caller sums them in the elementwise
 kernel that follows: no separate reduction kernel); with ``split == 1`` it is ``[M, N]`` in x's dtype.
 
-``mm_reference`` is the same computation in torch (the CPU path and the tests' oracle).
+``mm_silu`` is the MLP's gate/up GEMM with SwiGLU in its epilogue: program ``n`` streams gate rows
+``[n * BN, (n + 1) * BN)`` and the matching up rows of the fused ``[2 F, K]`` weight and writes
+``silu(gate) * up`` (``[M, F]``), so the decode step has no separate SiLU * up kernel.
+
+``mm_reference`` and ``mm_silu_reference`` are the same computations in torch (the CPU path and the
+tests' oracles).
 """
 
 from __future__ import annotations
@@ -57,6 +62,32 @@ if triton is not None:
             tl.store(ptr, acc.to(P.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
 
 
+    @triton.jit
+    def _silu_kernel(X, W, O, M, F, K, s_xm, s_wn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        pid_n = tl.program_id(0)
+        offs_m = tl.arange(0, BM)
+        offs_n = pid_n * BN + tl.arange(0, BN)
+        mmask = offs_m < M
+        nmask = offs_n < F
+        acc_g = tl.zeros([BM, BN], dtype=tl.float32)
+        acc_u = tl.zeros([BM, BN], dtype=tl.float32)
+        for k0 in range(0, K, BK):
+            offs_k = k0 + tl.arange(0, BK)
+            kmask = offs_k < K
+            x = tl.load(X + offs_m[:, None] * s_xm + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0.0)
+            wmask = nmask[:, None] & kmask[None, :]
+            wg = tl.load(W + offs_n[:, None] * s_wn + offs_k[None, :], mask=wmask, other=0.0)
+            wu = tl.load(W + (F + offs_n)[:, None] * s_wn + offs_k[None, :], mask=wmask, other=0.0)
+            acc_g = tl.dot(x, tl.trans(wg), acc_g)
+            acc_u = tl.dot(x, tl.trans(wu), acc_u)
+        # gate and up rounded to the model dtype as the unfused GEMM's output is, SiLU * up in float32
+        g = acc_g.to(O.dtype.element_ty).to(tl.float32)
+        u = acc_u.to(O.dtype.element_ty).to(tl.float32)
+        a = g / (1.0 + tl.exp(-g)) * u
+        omask = mmask[:, None] & nmask[None, :]
+        tl.store(O + offs_m[:, None] * F + offs_n[None, :], a.to(O.dtype.element_ty), mask=omask)
+
+
 # Measured overrides (rows bucket, N, K) -> (BN, BK, split, warps, stages); bench_gpu_sampling's
 # --gemm-configs fills it from bench_gpu_decode_gemm's sweep. Otherwise ``config_for``'s rule, which
 # gives the sweep's best configuration for every 4B-shape weight (docs/performance.md).
@@ -101,6 +132,38 @@ def mm(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int, int] | N
     _kernel[(triton.cdiv(N, BN), split)](x, w, out, M, N, K, x.stride(0), w.stride(0), M * N, K_ITERS=k_split // BK,
                                          BM=BM, BN=BN, BK=BK, OUT_F32=split > 1, num_warps=warps, num_stages=stages)
     return out
+
+
+def silu_config(M: int, F: int, K: int) -> tuple[int, int, int, int]:
+    """(BN, BK, warps, stages) of ``mm_silu``: no K split (the epilogue needs whole sums), so 32-column
+    tiles where F gives >= 128 programs (16 below), each streaming a gate and an up tile."""
+    return (32 if F // 32 >= 128 else 16), 128, 4, 4
+
+
+def mm_silu(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int] | None = None) -> torch.Tensor:
+    """x [M, K], w [2 F, K] (gate rows then up rows, contiguous rows) -> silu(x @ gate^T) * (x @ up^T),
+    [M, F] in x's dtype. M <= 64."""
+    M, K = x.shape
+    F = w.shape[0] // 2
+    if M > 64:
+        raise ValueError(f"skinny_gemm.mm_silu handles at most 64 rows, got {M}")
+    if w.stride(-1) != 1:
+        raise ValueError("skinny_gemm.mm_silu needs a weight with contiguous rows")
+    BN, BK, warps, stages = cfg or silu_config(M, F, K)
+    x = x if x.stride(-1) == 1 else x.contiguous()
+    out = torch.empty(M, F, device=x.device, dtype=x.dtype)
+    _silu_kernel[(triton.cdiv(F, BN),)](x, w, out, M, F, K, x.stride(0), w.stride(0),
+                                        BM=max(16, triton.next_power_of_2(M)), BN=BN, BK=BK, num_warps=warps,
+                                        num_stages=stages)
+    return out
+
+
+def mm_silu_reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``mm_silu``'s result in torch: gate and up with float32 accumulation, rounded to x's dtype, then
+    SiLU * up in float32."""
+    F = w.shape[0] // 2
+    gu = (x.float() @ w.float().t()).to(x.dtype).float()
+    return (torch.nn.functional.silu(gu[:, :F]) * gu[:, F:]).to(x.dtype)
 
 
 def reduce(p: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
