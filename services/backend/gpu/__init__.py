@@ -6,14 +6,15 @@
 * ``weights.py``   reads (and merges) weights from an HF Qwen3 module, a peft-wrapped one with a
                    LoRA adapter (merged into bf16 copies), or a full fine-tuned copy.
 * ``sampling.py``  batched token choice (temperature, top-k, top-p, greedy) with a counter-based
-                   random stream per sequence, so a seed gives the same tokens whatever the batch.
+                   random stream per sequence, so a seed gives the same tokens whatever the batch;
+                   on CUDA without top-k/top-p, the same choice in two Triton launches (``choose_kernel``).
 * ``engine.py``    ``StaticEngine``: slots, prefill (one per distinct prompt, KV copied to the
                    ``num_samples`` slots), continuous batching of the decode loop across requests,
                    stop tokens/strings, per-token logprobs, CUDA graphs per (batch, context) bucket,
                    and (on CUDA) torch.compile of the elementwise pieces between the matmuls.
 * ``decode_attention.py``  the split-K Triton decode attention (each row read to its own length, the
                    KV write fused in); ``skinny_gemm.py`` the split-K Triton GEMM of the decode step at
-                   batches up to 16 (cuBLAS above).
+                   batches up to 16 (cuBLAS above), the gate/up one with SiLU * up in its epilogue.
 * ``train_kernels.py``  Liger's fused RMSNorm/rotary/SwiGLU for training (``engine.training_kernels``).
 * ``logprobs.py``  training-side per-token logprobs with lm_head + float32 log-softmax chunked under
                    checkpointing (memory bounded with a 151,936-token vocabulary), and peft's LoRA
