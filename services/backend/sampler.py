@@ -20,7 +20,8 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from transformers import DynamicCache
+
+from .hf_decode import GrowingCache, use_gqa_decode
 
 
 @dataclass
@@ -69,6 +70,7 @@ class _Row:
 def generate(module, tokenizer, specs: list[SampleSpec], device: torch.device,
              max_rows: int = 256) -> list[SampleResult]:
     results = [SampleResult(sequences=[]) for _ in specs]
+    use_gqa_decode(module)
     # Split into waves of at most max_rows sampled sequences (bounded memory).
     # A wave that yielded (``should_yield``) leaves the later waves' rows preempted, unstarted.
     waves: list[list[int]] = [[]]
@@ -102,7 +104,7 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
         uniq.setdefault(tuple(specs[i].prompt), len(uniq))
     prompts = list(uniq)
     need_all_logits = any(specs[i].prompt_logprobs or specs[i].topk_prompt_logprobs for i in idxs)
-    cache = DynamicCache()
+    cache = GrowingCache()
     # A prefix every prompt shares (an agent's system prompt and tool schemas) is prefilled once and
     # its KV rows broadcast; the rest of each prompt is left-padded after it, padding masked out.
     S = 0 if need_all_logits or len(prompts) < 2 else min(_common_prefix(prompts), min(len(p) for p in prompts) - 1)
