@@ -33,6 +33,65 @@ def weights(shape: str) -> dict[str, torch.Tensor]:
             "down": r(L, H, Fd), "lm_head": r(1, VOCAB, H)}
 
 
+def tma_kernel():
+    """A Hopper variant for the 64-row case (an experiment of this bench, not used by the engine): x and
+    the weight tiles read through host-side TMA descriptors (the bulk tensor copy engine), the K loop
+    software-pipelined ``STAGES`` deep, optionally warp-specialised (a producer warp issuing the copies),
+    split over K as ``skinny_gemm.mm``."""
+    import triton  # noqa: PLC0415  (CPU installs have no triton)
+    import triton.language as tl  # noqa: PLC0415
+
+    @triton.jit
+    def kernel(x_desc, w_desc, P, M, N, s_pz, K_ITERS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+               BK: tl.constexpr, STAGES: tl.constexpr, WS: tl.constexpr, OUT_F32: tl.constexpr):
+        pid_n = tl.program_id(0)
+        pid_s = tl.program_id(1)
+        n0 = pid_n * BN
+        k0 = pid_s * K_ITERS * BK
+        acc = tl.zeros([BM, BN], dtype=tl.float32)
+        for i in tl.range(0, K_ITERS, num_stages=STAGES, warp_specialize=WS):
+            x = x_desc.load([0, k0 + i * BK])
+            w = w_desc.load([n0, k0 + i * BK])
+            acc = tl.dot(x, w.T, acc)
+        offs_m = tl.arange(0, BM)
+        offs_n = n0 + tl.arange(0, BN)
+        mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+        ptr = P + pid_s * s_pz + offs_m[:, None] * N + offs_n[None, :]
+        if OUT_F32:
+            tl.store(ptr, acc, mask=mask)
+        else:
+            tl.store(ptr, acc.to(P.dtype.element_ty), mask=mask)
+
+    return kernel
+
+
+def tma_mm(kernel, x, w, cfg):
+    """x [M <= 64, K] @ w [N, K]^T with cfg = (BN, BK, split, warps, stages, ws); float32 partials
+    [split, M, N] when split > 1, else [M, N] bf16 (as skinny_gemm.mm)."""
+    import triton  # noqa: PLC0415
+    from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: PLC0415
+
+    BN, BK, split, warps, stages, ws = cfg
+    M, K = x.shape
+    N = w.shape[0]
+    k_split = sg.split_len(K, BK, split)
+    split = -(-K // k_split)
+    out = (torch.empty(split, M, N, device=x.device, dtype=torch.float32) if split > 1
+           else torch.empty(M, N, device=x.device, dtype=x.dtype))
+    xd = TensorDescriptor.from_tensor(x, [64, BK])
+    wd = TensorDescriptor.from_tensor(w, [BN, BK])
+    kernel[(triton.cdiv(N, BN), split)](xd, wd, out, M, N, M * N, K_ITERS=k_split // BK, BM=64, BN=BN, BK=BK,
+                                        STAGES=stages, WS=ws, OUT_F32=split > 1, num_warps=warps)
+    return out
+
+
+def tma_candidates(N: int, K: int):
+    for BN, BK, split, stages, ws in itertools.product((64, 128), (64, 128), (1, 2, 4), (4,), (False, True)):
+        progs = -(-N // BN) * split
+        if 100 <= progs <= 800 and K // split >= BK:
+            yield (BN, BK, split, 4, stages, ws)
+
+
 def layers(fn, x, w):
     for l in range(w.shape[0]):
         fn(x, w[l])
@@ -54,6 +113,7 @@ def main() -> None:
     ap.add_argument("--rows", default="1,16,64")
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-sweep", action="store_true", help="only the current CONFIGS table")
+    ap.add_argument("--tma", action="store_true", help="also sweep the TMA variant (tma_kernel) at 64 rows")
     ap.add_argument("--write-configs", default=None, help="write the best config per (row bucket, N, K) here (JSON)")
     a = ap.parse_args()
     R = Results(a.json)
@@ -89,6 +149,26 @@ def main() -> None:
                     continue
                 t = bench(partial(layers, partial(sg.mm, cfg=cfg), x, w)) / L
                 res.append((t, cfg))
+            if a.tma and M == 64 and name != "lm_head":
+                kern = tma_kernel()
+                for cfg in tma_candidates(N, K):
+                    try:
+                        out = sg.reduce(tma_mm(kern, x, w[0], cfg), torch.bfloat16)
+                        err = float((out.float() - ref.float()).norm() / ref.float().norm())
+                        if err > 1e-2:
+                            R.add(bench="decode_gemm_error", **row, variant="tma", config=list(cfg), rel_err=err)
+                            continue
+                        t = bench(partial(layers, partial(tma_mm, kern, cfg=cfg), x, w)) / L
+                    except Exception as ex:  # noqa: BLE001  (a config the compiler rejects: the next one)
+                        R.add(bench="decode_gemm_error", **row, variant="tma", config=list(cfg),
+                              error=f"{type(ex).__name__}: {ex}"[:200])
+                        continue
+                    R.add(bench="decode_gemm_tma", **row, config=list(cfg), us=t * 1e6, frac_of_copy_bw=nbytes / t / bw)
+            if a.tma and M == 64 and name == "gate_up":  # the engine's kernel for 17-64 rows: with SiLU * up
+                for cfg in [(32, 64, 4, 4), (64, 64, 4, 4), (32, 128, 4, 4), (32, 64, 4, 3)]:
+                    t = bench(partial(layers, partial(sg.mm_silu_tma, cfg=cfg), x, w)) / L
+                    R.add(bench="decode_gemm_tma", **row, config=["silu", *cfg], us=t * 1e6,
+                          frac_of_copy_bw=nbytes / t / bw)
             res.sort()
             for t, cfg in res[:3]:
                 # a split's float32 partials are summed by the next elementwise kernel: these bytes more there
@@ -104,6 +184,9 @@ def main() -> None:
         if r.get("bench") == "decode_gemm":
             print(r["rows"], r["weight"], r["variant"], r.get("config", ""), f"{r['us']:.1f} us",
                   f"{100 * r['frac_of_copy_bw']:.0f} %", f"(+partials {r.get('us_with_partials', r['us']):.1f} us)")
+    tma = sorted((r for r in R.rows if r.get("bench") == "decode_gemm_tma"), key=lambda r: (r["weight"], r["us"]))
+    for r in tma:
+        print(r["rows"], r["weight"], "tma", r["config"], f"{r['us']:.1f} us", f"{100 * r['frac_of_copy_bw']:.0f} %")
     print("best:", {f"{k}": v for k, v in best.items()})
     if a.write_configs:  # skinny_gemm.config_for's keys: rows <= 16 share one bucket (the same 16-row tile)
         table = [[16 if M <= 16 else 64, N, K, list(cfg)] for (M, N, K), cfg in best.items()]

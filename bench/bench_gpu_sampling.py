@@ -89,7 +89,16 @@ def engine_run(eng: StaticEngine, specs: list[SampleSpec]):
 
 def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float,
                  attention: str = "auto", graphs: bool = True, new: int | None = None, tag: str = "",
-                 fuse_layers: bool = True, overlap: bool | None = None, gemm: str = "auto", **opts):
+                 fuse_layers: bool = True, overlap: bool | None = None, gemm: str = "auto",
+                 attn_target: int | None = None, **opts):
+    """``attn_target``: decode_attention.TARGET_PROGRAMS for this engine's runs (an earlier default)."""
+    if attn_target is not None:
+        saved, da.TARGET_PROGRAMS = da.TARGET_PROGRAMS, attn_target
+        try:
+            return bench_engine(model, shape, R, name, batches, bw, attention, graphs, new, tag, fuse_layers, overlap,
+                                gemm, None, **opts)
+        finally:
+            da.TARGET_PROGRAMS = saved
     new = new or NEW
     eng = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=max(batches), max_context=PROMPT + NEW + 256,
                                                                  attention=attention, cuda_graphs=graphs,
@@ -112,6 +121,7 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
         bound = b / ((w_bytes + kv_avg) / bw)
         bound_w = b / (w_bytes / HBM_NOMINAL)
         R.add(bench="sampling", engine=f"static{tag}", attention=eng.model.attention, gemm=eng.model.gemm,
+              attn_target=da.TARGET_PROGRAMS,
               fuse_silu=eng.opts.fuse_silu, token_choice=eng.token_choice,
               graphs=graphs, compiled=eng.model.compiled,
               compile_s=eng.stats.get("compile_s"), shape=name, batch=b, new=new,
@@ -148,7 +158,8 @@ def hf_generate(model, R: Results, name: str, b: int, new: int) -> None:
 
 SWEEP = [  # (block, warps, stages, target programs) of decode_attention.attend; the first is the default
     (64, 4, 2, 528), (64, 4, 3, 528), (128, 4, 2, 528), (128, 8, 3, 528), (64, 4, 2, 1056), (64, 4, 2, 264),
-    (32, 4, 2, 528), (64, 2, 2, 528), (128, 4, 3, 1056)]
+    (32, 4, 2, 528), (64, 2, 2, 528), (128, 4, 3, 1056), (64, 4, 4, 528), (64, 8, 2, 528), (32, 4, 3, 1056),
+    (128, 4, 2, 264), (64, 4, 2, 2112)]
 
 
 def attention_micro(shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float, sweep: bool) -> None:
@@ -290,7 +301,8 @@ def main() -> None:
     ap.add_argument("--variants", default="bmm,sdpa,nographs,grpo",
                     help="extra engine runs: bmm/sdpa attention, unfused (issue-20 step), sync (no overlap) at the "
                          "smallest and largest batch; cublas, nosilu (SiLU * up its own kernel), torchchoice (token "
-                         "choice compiled from torch), previous (both) at every batch; nographs; grpo")
+                         "choice compiled from torch), attn528 (attention aiming at 528 programs), previous (all "
+                         "three) at every batch; nographs; grpo")
     ap.add_argument("--other-arch", default="", help="also time the HF fallback sampler on this architecture (llama)")
     ap.add_argument("--other-arch-runs", default="1:32,64:64", help="batch:new_tokens runs of --other-arch")
     ap.add_argument("--other-arch-shape", default="4b")
@@ -343,9 +355,12 @@ def main() -> None:
                             e, _ = bench_engine(model, shape, R, name, batches, bw, gemm="torch", tag="_cublas")
                         elif v == "nosilu":  # SiLU * up in a kernel of its own after the gate/up GEMM
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_nosilu", fuse_silu=False)
-                        elif v == "previous":  # the last session's default: both of the above unfused
+                        elif v == "previous":  # the third session's default: torch token choice, no fused SiLU,
+                            # attention aiming at 528 programs
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_previous", fuse_silu=False,
-                                                token_choice="torch")
+                                                token_choice="torch", attn_target=528)
+                        elif v == "attn528":  # only the attention's earlier 528-program target
+                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_attn528", attn_target=528)
                         elif v == "torchchoice":  # token choice by the compiled torch function, not the kernel
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_torchchoice",
                                                 token_choice="torch")

@@ -49,6 +49,22 @@ def test_mm_silu_matches_reference(M, F, K):
         assert float((out.double() - sg.mm_silu_reference(x, w).double()).norm() / ref.norm()) < 1e-2
 
 
+@pytest.mark.skipif(not (torch.cuda.is_available() and sg.tma_available(torch.device("cuda"))),
+                    reason="needs a Hopper GPU (TMA) and Triton")
+@pytest.mark.parametrize("M", [17, 40, 64])
+@pytest.mark.parametrize("F,K", [(9728, 2560), (3072, 1024)])
+def test_mm_silu_tma_matches_reference(M, F, K):
+    for seed in range(2):
+        g = torch.Generator(device="cuda").manual_seed(seed * 7919 + M * F + K)
+        x = (torch.randn(M, K, device="cuda", generator=g) / K ** 0.5).bfloat16()
+        w = torch.randn(2 * F, K, device="cuda", generator=g).bfloat16()
+        out = sg.mm_silu_tma(x, w)
+        assert out.shape == (M, F) and torch.isfinite(out).all()
+        gu = x.double() @ w.double().t()
+        ref = torch.nn.functional.silu(gu[:, :F]) * gu[:, F:]
+        assert float((out.double() - ref).norm() / ref.norm()) < 1e-2
+
+
 @cuda
 def test_bf16_lora_same_logprobs_and_gradients():
     """The LoRA branches in bf16 give the trainer's logprobs and the adapters' (float32) gradients of

@@ -89,6 +89,21 @@ def test_split_gemm_decode_matches_hf(hf, monkeypatch, split, fuse_silu):
         _decode_matches(m, ids, ref, steps=6)
 
 
+def test_mid_rows_decode_matches_hf(hf, monkeypatch):
+    """Batches between the split-K GEMM's rows and mm_silu_tma's (cuBLAS pieces cut at the gate/up GEMM,
+    which runs between them with SiLU * up), on CPU with the kernels' torch references: HF's logits."""
+    m = StaticQwen3(Qwen3Shape.from_hf_config(hf.config), "cpu", torch.float32, 4, 256, "bmm", True)
+    m.load(Qwen3Parts(hf))
+    m.gemm, m.attention, m.mid_silu = "triton", "triton", skinny_gemm.mm_silu_reference
+    monkeypatch.setattr(skinny_gemm, "MAX_ROWS", 2)  # the test's 3 rows: above the split-K rows, within TMA_ROWS
+    monkeypatch.setattr(decode_attention, "attend", decode_attention.attend_reference)
+    m.skinny_mm = m.skinny_silu = None  # the split-K path must not run
+    ids = torch.randint(0, 8000, (3, 40), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        ref = hf(input_ids=ids).logits
+        _decode_matches(m, ids, ref, steps=6)
+
+
 def test_sampled_logprobs_match_trainer_and_limits(hf, tok):
     eng = _engine(hf)
     specs = [SampleSpec(prompt=list(range(100, 120)), num_samples=4, max_tokens=30, seed=1),

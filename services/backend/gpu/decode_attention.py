@@ -8,7 +8,8 @@ K/V tile) over chunk ``s`` and stops at ``pos[i]``, so each row reads only its o
 batch's context bucket. The program whose chunk holds ``pos[i]`` also writes ``k[i], v[i]`` into the
 cache and folds the new token in from registers (no program of the launch reads position ``pos[i]``
 from memory, so there is no race). A second kernel merges the chunks' partial softmax states
-(flash-decoding). Shapes are static for a given (batch, context bucket): graph-capturable.
+(flash-decoding); where one chunk covers the context (``n_split == 1``) the split kernel writes the
+output itself and there is no second launch. Shapes are static for a given (batch, context bucket): graph-capturable.
 
 ``attend_reference`` is the same computation in plain torch (the CPU path and the tests' oracle).
 """
@@ -24,16 +25,17 @@ except ImportError:  # pragma: no cover - depends on the install
     triton = None
 
 BLOCK_N = 64
-_TARGET_PROGRAMS = 528  # ~4 per multiprocessor on an H100/H200 (132 SMs)
+TARGET_PROGRAMS = 264  # ~2 per multiprocessor on an H100/H200 (132 SMs): the attention sweep's best at 1 and 64 rows
 
 
 def available() -> bool:
     return triton is not None
 
 
-def chunk_for(b: int, kv_heads: int, ctx: int, block: int = BLOCK_N, target: int = _TARGET_PROGRAMS) -> int:
+def chunk_for(b: int, kv_heads: int, ctx: int, block: int = BLOCK_N, target: int | None = None) -> int:
     """Context positions per program: small enough that b * kv_heads * splits fills the GPU, a
     multiple of the tile ``block``, at most the whole context."""
+    target = target or TARGET_PROGRAMS
     splits = max(1, -(-target // (b * kv_heads)))
     chunk = -(-ctx // splits)
     return max(block, -(-chunk // block) * block)
@@ -42,9 +44,10 @@ def chunk_for(b: int, kv_heads: int, ctx: int, block: int = BLOCK_N, target: int
 if triton is not None:
 
     @triton.jit
-    def _split_kernel(Q, KN, VN, KC, VC, POS, M, L, ACC, scale, chunk, n_split,
-                      s_qb, s_qh, s_nb, s_nh, s_vb, s_vh, s_cs, s_ch, s_ct,
-                      HQ: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr):
+    def _split_kernel(Q, KN, VN, KC, VC, POS, M, L, ACC, O, scale, chunk, n_split,
+                      s_qb, s_qh, s_nb, s_nh, s_vb, s_vh, s_cs, s_ch, s_ct, s_ob, s_oh,
+                      HQ: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr,
+                      DIRECT: tl.constexpr):
         b = tl.program_id(0)
         h = tl.program_id(1)
         s = tl.program_id(2)
@@ -89,10 +92,15 @@ if triton is not None:
                 p1 = p1.to(vn.dtype).to(tl.float32)
                 acc = acc * alpha[:, None] + p1[:, None] * vn.to(tl.float32)[None, :]
                 m_i = m_new
-            row = (b * HQ + h * G + offs_g) * n_split + s
-            tl.store(M + row, m_i, mask=gmask)
-            tl.store(L + row, l_i, mask=gmask)
-            tl.store(ACC + row[:, None] * D + offs_d[None, :], acc, mask=gmask[:, None])
+            if DIRECT:  # the only chunk: the output itself
+                out = acc / l_i[:, None]
+                tl.store(O + b * s_ob + (h * G + offs_g)[:, None] * s_oh + offs_d[None, :], out.to(O.dtype.element_ty),
+                         mask=gmask[:, None])
+            else:
+                row = (b * HQ + h * G + offs_g) * n_split + s
+                tl.store(M + row, m_i, mask=gmask)
+                tl.store(L + row, l_i, mask=gmask)
+                tl.store(ACC + row[:, None] * D + offs_d[None, :], acc, mask=gmask[:, None])
 
     @triton.jit
     def _merge_kernel(M, L, ACC, POS, O, chunk, n_split, s_ob, s_oh,
@@ -116,11 +124,11 @@ if triton is not None:
 
 def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor,
            pos: torch.Tensor, ctx: int, scale: float, block: int = BLOCK_N, warps: int = 4, stages: int = 2,
-           target: int = _TARGET_PROGRAMS) -> torch.Tensor:
+           target: int | None = None) -> torch.Tensor:
     """q [b, Hq, D], k_new/v_new [b, Hkv, D] (any strides), kc/vc [slots >= b, Hkv, T, D] (one layer; written at
     ``pos``), pos [b] (each < ctx). Returns the attention output [b, Hq, D] in q's dtype.
     ``block`` (K/V tile rows), ``warps``, ``stages``, ``target`` (programs to aim for): launch
-    parameters, defaults chosen by bench_gpu_sampling.py's attention sweep."""
+    parameters, defaults chosen by bench_gpu_sampling.py's attention sweep (``target``: TARGET_PROGRAMS)."""
     b, Hq, D = q.shape
     Hkv = k_new.shape[1]
     G = Hq // Hkv
@@ -134,10 +142,13 @@ def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, kc: torch.
     acc = torch.empty(b, Hq, n_split, D, device=q.device, dtype=torch.float32)
     out = torch.empty(b, Hq, D, device=q.device, dtype=q.dtype)
     _split_kernel[(b, Hkv, n_split)](
-        q, k_new, v_new, kc, vc, pos, m, l, acc, scale, chunk, n_split,
+        q, k_new, v_new, kc, vc, pos, m, l, acc, out, scale, chunk, n_split,
         q.stride(0), q.stride(1), k_new.stride(0), k_new.stride(1), v_new.stride(0), v_new.stride(1),
-        kc.stride(0), kc.stride(1), kc.stride(2),
-        HQ=Hq, G=G, GP=max(16, triton.next_power_of_2(G)), D=D, BLOCK=block, num_warps=warps, num_stages=stages)
+        kc.stride(0), kc.stride(1), kc.stride(2), out.stride(0), out.stride(1),
+        HQ=Hq, G=G, GP=max(16, triton.next_power_of_2(G)), D=D, BLOCK=block, DIRECT=n_split == 1, num_warps=warps,
+        num_stages=stages)
+    if n_split == 1:
+        return out
     _merge_kernel[(b, Hq)](m, l, acc, pos, out, chunk, n_split, out.stride(0), out.stride(1),
                            HQ=Hq, D=D, SP=max(2, triton.next_power_of_2(n_split)), num_warps=4)
     return out

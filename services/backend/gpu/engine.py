@@ -68,7 +68,7 @@ class EngineOptions:
     overlap: bool | None = None          # launch step k+1 before recording step k's tokens (None: with graphs)
     fuse_layers: bool = True             # one compiled piece across each layer boundary (False: the issue-20 split)
     gemm: str = "auto"                   # decode GEMMs: auto (triton on CUDA) | triton (split-K, <= 16 rows) | torch
-    fuse_silu: bool = True               # gemm triton: SiLU * up in the gate/up GEMM's epilogue (False: own kernel)
+    fuse_silu: bool = True               # gemm triton: SiLU * up in the gate/up GEMM (<= 64 rows; False: own kernel)
     token_choice: str = "auto"           # auto (kernel on CUDA) | kernel (sampling.choose_kernel, no top-k/p) | torch
 
     @classmethod
@@ -223,10 +223,11 @@ class StaticEngine:
                 self.model.prefill(torch.zeros(1, 3, dtype=torch.int64, device=dev),
                                    torch.zeros(1, dtype=torch.int64, device=dev))
                 self._smoke_logits = self.model.decode(z(), z(), 128)
-                wide = skinny_gemm.MAX_ROWS + 1  # batches above the split-K GEMM's rows take the fused pieces
-                if self.model.gemm == "triton" and self.opts.max_slots >= wide:
-                    zw = torch.zeros(wide, dtype=torch.int64, device=dev)
-                    self.model.decode(zw, zw, 128)
+                # batches above the split-K GEMM's rows take other pieces (mm_silu_tma's, then the fused ones)
+                for wide in (skinny_gemm.MAX_ROWS + 1, skinny_gemm.TMA_ROWS + 1):
+                    if self.model.gemm == "triton" and self.opts.max_slots >= wide:
+                        zw = torch.zeros(wide, dtype=torch.int64, device=dev)
+                        self.model.decode(zw, zw, 128)
         except Exception as e:  # noqa: BLE001
             log.warning("static engine: torch.compile of the model failed (%s: %s); eager pieces", type(e).__name__, e)
             self.model.enable_compile(False)

@@ -17,7 +17,8 @@ options (``engine.sampler_options`` in engine.yaml):
   fuse_layers      one compiled piece across each layer boundary in decode (default true)
   gemm             decode GEMMs: auto (default: the Triton split-K kernel on CUDA for batches up to 16) |
                    triton | torch (cuBLAS inside the compiled pieces)
-  fuse_silu        gemm triton: the gate/up GEMM computes SiLU * up in its epilogue (default true)
+  fuse_silu        gemm triton: the gate/up GEMM computes SiLU * up in its epilogue, up to 64 rows (Hopper's
+                   TMA kernel above 16) (default true)
   token_choice     auto (default: the two-launch Triton kernel on CUDA for batches without top-k/top-p) |
                    kernel | torch (compiled with the pieces)
   overlap          launch decode step k+1 before recording step k's tokens (default: with cuda_graphs)

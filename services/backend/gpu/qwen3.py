@@ -13,7 +13,8 @@ sampler weights are copied *into* them and captured CUDA graphs stay valid. The 
   ``(b, ctx)``, no host synchronisation: graph-capturable. Up to ``skinny_gemm.MAX_ROWS`` rows the
   GEMMs are ``skinny_gemm``'s split-K Triton kernel between compiled elementwise pieces
   (``gemm: auto`` on CUDA; with ``fuse_silu`` the gate/up GEMM applies SiLU * up itself), above them
-  cuBLAS inside the compiled pieces.
+  cuBLAS inside the compiled pieces; up to ``skinny_gemm.TMA_ROWS`` rows on Hopper the gate/up GEMM with
+  SiLU * up is ``skinny_gemm.mm_silu_tma`` between them (``fuse_silu``).
 
 Numerics follow transformers' Qwen3 (RMSNorm in float32 then cast back before the weight, rotary
 tables computed in float32 and cast to the model dtype, residuals in the model dtype), so logits
@@ -89,6 +90,10 @@ class StaticQwen3:
         self.skinny_mm = skinny_gemm.mm if self.gemm == "triton" else skinny_gemm.mm_reference
         self.fuse_silu = bool(fuse_silu)  # split-GEMM decode: SiLU * up in the gate/up GEMM (else its own kernel)
         self.skinny_silu = skinny_gemm.mm_silu if self.gemm == "triton" else skinny_gemm.mm_silu_reference
+        # rows MAX_ROWS < b <= TMA_ROWS: the gate/up GEMM with SiLU * up between cuBLAS pieces (Hopper; the CPU
+        # tests set mm_silu_reference)
+        self.mid_silu = (skinny_gemm.mm_silu_tma if self.gemm == "triton" and skinny_gemm.tma_available(self.device)
+                         else None)
         s, dev = shape, self.device
         L, H, D, Hq, Hkv, Fd, V = s.layers, s.hidden, s.head_dim, s.heads, s.kv_heads, s.ffn, s.vocab
         self.qd, self.kd = Hq * D, Hkv * D
@@ -188,6 +193,19 @@ class StaticQwen3:
         def post_head(x, o, w_o, ln2, w_gu, w_down, norm, lm_head):
             return head(post(x, o, w_o, ln2, w_gu, w_down), norm, lm_head)
 
+        # ``post`` cut at the gate/up GEMM (which mm_silu_tma does between the two): (x, normed x), then the
+        # down projection's residual add with the next layer's start (or the head)
+        def attn_out(x, o, w_o, ln2):
+            x = x + F.linear(o.reshape(x.shape[0], qd), w_o)
+            return x, rms_norm(x, ln2, eps)
+
+        def mlp_out_pre(x, a, w_down, ln1, w_qkv, qn, kn, cos, sin):
+            x = x + F.linear(a, w_down)
+            return (x, *pre(x, ln1, w_qkv, qn, kn, cos, sin))
+
+        def mlp_out_head(x, a, w_down, norm, lm_head):
+            return head(x + F.linear(a, w_down), norm, lm_head)
+
         def mid(sc, bias):  # sc [b * Hkv, G, ctx], bias [b, 1, 1, ctx] -> probabilities [b * Hkv, G, ctx]
             b, ctx = bias.shape[0], bias.shape[-1]
             p = torch.softmax(sc.float().view(b, Hkv, -1, ctx) * scale + bias, dim=-1).to(dt)
@@ -218,6 +236,7 @@ class StaticQwen3:
             return F.silu(gu[:, :Fd]) * gu[:, Fd:]
 
         self._eager = dict(pre=pre, post=post, mid=mid, head=head, post_pre=post_pre, post_head=post_head,
+                           attn_out=attn_out, mlp_out_pre=mlp_out_pre, mlp_out_head=mlp_out_head,
                            rmsnorm=rmsnorm, qk_rope=qk_rope, add_norm=add_norm, silu_mul=silu_mul)
         for k, f in self._eager.items():
             setattr(self, k, f)
@@ -347,6 +366,23 @@ class StaticQwen3:
             x, h = self.add_norm(x, mm(a, self.w_down[l]), self.ln1[l + 1] if l + 1 < s.layers else self.norm)
         return skinny_gemm.reduce(mm(h, self.lm_head), self.dtype)
 
+    def _decode_mid(self, x: torch.Tensor, pos: torch.Tensor, ctx: int, cos: torch.Tensor,
+                    sin: torch.Tensor) -> torch.Tensor:
+        """The decode layers for MAX_ROWS < b <= TMA_ROWS: cuBLAS GEMMs inside the compiled pieces, the
+        gate/up GEMM with SiLU * up (``mid_silu``) between them; one kernel fewer per layer than the
+        fused pieces (the SiLU * up kernel)."""
+        L = self.shape.layers
+        q, k, v = self.pre(x, self.ln1[0], self.w_qkv[0], self.qn[0], self.kn[0], cos, sin)
+        for l in range(L):
+            o = decode_attention.attend(q, k, v, self.kc[l], self.vc[l], pos, ctx, self.scale)
+            x, h = self.attn_out(x, o, self.w_o[l], self.ln2[l])
+            a = self.mid_silu(h, self.w_gu[l])
+            if l + 1 == L:
+                break
+            x, q, k, v = self.mlp_out_pre(x, a, self.w_down[l], self.ln1[l + 1], self.w_qkv[l + 1], self.qn[l + 1],
+                                          self.kn[l + 1], cos, sin)
+        return self.mlp_out_head(x, a, self.w_down[L - 1], self.norm, self.lm_head)
+
     @torch.no_grad()
     def decode(self, tok: torch.Tensor, pos: torch.Tensor, ctx: int) -> torch.Tensor:
         """tok, pos: [b] (slots 0..b-1). Writes K/V at ``pos`` and returns logits [b, V]."""
@@ -356,6 +392,9 @@ class StaticQwen3:
         cos, sin = self.cos[pos], self.sin[pos]
         if self.gemm == "triton" and self.attention == "triton" and b <= skinny_gemm.MAX_ROWS:
             return self._decode_split(x, pos, ctx, cos, sin)
+        if (self.attention == "triton" and self.fuse_silu and self.mid_silu is not None
+                and b <= skinny_gemm.TMA_ROWS):
+            return self._decode_mid(x, pos, ctx, cos, sin)
         fused = self.attention == "triton"
         if not fused:
             valid = self.ar_ctx[:ctx][None, :] <= pos[:, None]
