@@ -33,6 +33,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -320,7 +321,9 @@ class RayRuntime(RuntimeAPI):
         if self.trainables.pop(model_id, None) is not None:
             self._all("unload_model", model_id)
 
-    def forward_backward(self, req: FwdBwdRequest):
+    def forward_backward(self, req: FwdBwdRequest, between: Callable[[], None] | None = None):
+        """The ranks' micro-batches run in their actors: ``between`` is not called (samples wait for the
+        ranks, as every job does on this runtime)."""
         self.trainable(req.model_id)
         shards = _shard(req.data, len(self.trainers))
         calls = [(idx, t.forward_backward.remote(replace(req, data=[req.data[i] for i in idx])))

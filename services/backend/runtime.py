@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +147,8 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
 
 
     # ------------------------------------------------------------------ forward / backward
-    def forward_backward(self, req: FwdBwdRequest) -> tuple[list[dict[str, np.ndarray]], dict[str, float]]:
+    def forward_backward(self, req: FwdBwdRequest, between: Callable[[], None] | None = None
+                         ) -> tuple[list[dict[str, np.ndarray]], dict[str, float]]:
         tm = self.trainable(req.model_id)
         fn, cfg = losses.loss(req.loss_fn, req.loss_fn_config)
         module = self._module_for(tm)
@@ -154,12 +156,18 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
         order = sorted(range(len(req.data)), key=lambda i: -len(req.data[i].tokens))
         results: list[dict[str, np.ndarray] | None] = [None] * len(req.data)
         total_loss, n_tokens, clipped, counted = 0.0, 0, 0.0, 0
-        for mb in microbatches(order, [len(d.tokens) for d in req.data], self.max_tokens_per_microbatch):
+        for n, mb in enumerate(microbatches(order, [len(d.tokens) for d in req.data], self.max_tokens_per_microbatch)):
+            if n and between is not None:
+                # No autograd graph is alive here (each micro-batch ran its backward); the sampling that
+                # may run can switch the peft model's active adapter, so this model's is set again.
+                between()
+                module = self._module_for(tm)
             batch = [req.data[i] for i in mb]
             # HF checkpoints layers only in train mode (Qwen3 has no dropout: no other effect)
             module.train(self.gradient_checkpointing and not req.forward_only)
             with torch.no_grad() if req.forward_only else torch.enable_grad():
-                loss, outs, (n_clipped, n_counted) = microbatch_loss(module, batch, req.loss_fn, fn, cfg, dev, req.forward_only)
+                loss, outs, (n_clipped, n_counted) = microbatch_loss(module, batch, req.loss_fn, fn, cfg, dev,
+                                                                     req.forward_only)
                 if not req.forward_only and loss.requires_grad:
                     loss.backward()
             module.train(False)

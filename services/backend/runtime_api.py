@@ -80,9 +80,11 @@ class RuntimeAPI(ABC):
     def unload_model(self, model_id: str) -> None: ...
 
     @abstractmethod
-    def forward_backward(self, req: FwdBwdRequest) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    def forward_backward(self, req: FwdBwdRequest, between: Callable[[], None] | None = None
+                         ) -> tuple[list[dict[str, Any]], dict[str, float]]:
         """Per-datum ``logprobs`` / ``elementwise_loss`` and the metrics; gradients accumulate unless
-        ``req.forward_only``. ``req`` is validated (wire.validate_forward_backward)."""
+        ``req.forward_only``. ``req`` is validated (wire.validate_forward_backward). ``between()``, where
+        the runtime can, runs between two micro-batches (the scheduler answers waiting samples there)."""
 
     @abstractmethod
     def optim_step(self, model_id: str, adam: dict[str, float]) -> dict[str, float]: ...

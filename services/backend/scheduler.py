@@ -8,7 +8,9 @@ the runtime it drives).
   hundreds of concurrent one-sample requests (the cookbook's pattern) decode together.
 * Training and sampling alternate, so neither starves the other; a round answers the waiting
   samples before it runs the waiting training jobs, so an off-policy client's rollouts go on
-  (tools, sandboxes, grading) while the trainer trains.
+  (tools, sandboxes, grading) while the trainer trains; and a forward_backward answers the small
+  samples that arrive meanwhile between its micro-batches, so a multi-turn rollout's next turn
+  waits for one micro-batch, not for the whole update.
 * Fairness: a sample request larger than ``sample_round_tokens`` (num_samples x max_tokens) is
   answered in chunks of sequences, one chunk per round, and every round first serves the small
   requests that arrived meanwhile. On the local (non-static) sampler a running chunk also yields
@@ -208,7 +210,7 @@ class Scheduler:
         return wire.json_result({"model_id": job.model_id, "type": "unload_model"})
 
     def process_forward_backward(self, job: ForwardBackwardJob) -> Result:
-        outs, metrics = self.runtime.forward_backward(job.req)
+        outs, metrics = self.runtime.forward_backward(job.req, between=self._samples_between_microbatches)
         return wire.forward_backward_result(outs, metrics)
 
     def process_optim_step(self, job: OptimStepJob) -> Result:
@@ -363,16 +365,28 @@ class Scheduler:
 
         return [(j.spec, callback(j)) for j in mine]
 
-    def _run_sampling_round(self) -> None:
-        """One round: every small request waiting now (batched per weights), then one chunk of
-        each large request (see ``_Chunked``)."""
+    def _samples_between_microbatches(self) -> None:
+        """Between two micro-batches of a forward_backward: the small sample requests waiting now
+        (a multi-turn rollout's next turn need not wait for the whole update; large ones wait for
+        the next round)."""
+        with self._cv:
+            waiting = any(not self._is_large(j.spec) for j in self._samples)
+        if waiting:
+            self._run_sampling_round(small_only=True)
+
+    def _run_sampling_round(self, small_only: bool = False) -> None:
+        """One round: every small request waiting now (batched per weights), then (unless
+        ``small_only``) one chunk of each large request (see ``_Chunked``)."""
         with self._cv:
             if not self._samples and not self._chunked:
                 return
-        if self.batch_window_s:
+        if self.batch_window_s and not small_only:
             time.sleep(self.batch_window_s)  # let a burst of concurrent requests land in one batch
         with self._cv:
             jobs, self._samples = self._samples, []
+            if small_only:
+                self._samples = [j for j in jobs if self._is_large(j.spec)]
+                jobs = [j for j in jobs if not self._is_large(j.spec)]
         small = [j for j in jobs if not self._is_large(j.spec)]
         self._chunked += [_Chunked(j, self._split(j.spec), [None] * j.spec.num_samples)
                           for j in jobs if self._is_large(j.spec)]
@@ -382,7 +396,8 @@ class Scheduler:
         for key, group in groups.items():
             for j, res, err in self._sample_batch(key, [j.spec for j in group], group):
                 self._answer(j, res, err)
-        self._run_chunks()
+        if not small_only:
+            self._run_chunks()
 
     def _run_chunks(self) -> None:
         by_key: dict[SampleKey, list[_Chunked]] = defaultdict(list)

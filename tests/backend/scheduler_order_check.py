@@ -1,9 +1,13 @@
-"""Waiting sample requests run before waiting training jobs in a scheduler round.
+"""Waiting sample requests run before waiting training jobs in a scheduler round, and a sample
+request that arrives during a forward_backward is answered between its micro-batches.
 
 Runs in the runtime venv (python tests/backend/scheduler_order_check.py DB_PATH), on a runtime that records
 its calls: a forward_backward and a sample request are both waiting when the worker starts; the sample must
 be answered first, so the rollout that waits on it goes on (tools, sandboxes, grading) while the trainer
-trains (--max-steps-off-policy K >= 1). With training first, that rollout waited for the whole update."""
+trains (--max-steps-off-policy K >= 1). With training first, that rollout waited for the whole update.
+Then a forward_backward of two micro-batches runs, and a sample request is submitted while its first
+runs: the sample must be answered before the second (a multi-turn rollout's next turn waits for one
+micro-batch, not for the update)."""
 
 from __future__ import annotations
 
@@ -17,14 +21,24 @@ from services.backend.store import Store
 
 
 class RecordingRuntime:
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
     def pauses_sampling(self) -> bool:
         return True
 
-    def forward_backward(self, req):
-        self.calls.append("forward_backward")
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.in_first_microbatch = threading.Event()
+        self.sample_submitted = threading.Event()
+
+    def forward_backward(self, req, between=None):
+        if req is None:
+            self.calls.append("forward_backward")
+            return [], {"loss:sum": 0.0}
+        self.calls.append("microbatch 1")
+        self.in_first_microbatch.set()
+        assert self.sample_submitted.wait(30)
+        if between is not None:
+            between()
+        self.calls.append("microbatch 2")
         return [], {"loss:sum": 0.0}
 
     def sample(self, base, weights_key, specs, poll=None):
@@ -50,6 +64,21 @@ def main() -> int:
     sched.stop()
     assert rt.calls == ["sample", "forward_backward"], rt.calls
     assert answered == ["2", "1"], answered
+
+    # a sample request that arrives during a forward_backward: answered between its micro-batches
+    rt.calls.clear()
+    answered.clear()
+    done.clear()
+    sched = Scheduler(lambda: rt, Store(Path(sys.argv[1] + ".2")), on_done)  # type: ignore[arg-type, return-value]
+    sched.start()
+    sched.submit(ForwardBackwardJob(request_id="3", model_id="m", seq_id=1, req=object()))  # type: ignore[arg-type]
+    assert rt.in_first_microbatch.wait(30)
+    sched.submit(SampleJob(request_id="4", key=("tiny", None), spec=SampleSpec(prompt=[1, 2], max_tokens=1)))
+    rt.sample_submitted.set()
+    assert done.wait(30), (rt.calls, answered)
+    sched.stop()
+    assert rt.calls == ["microbatch 1", "sample", "microbatch 2"], rt.calls
+    assert answered == ["4", "3"], answered
     print("OK")
     return 0
 
