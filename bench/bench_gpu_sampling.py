@@ -46,6 +46,7 @@ from services.backend.gpu.weights import Qwen3Parts
 from services.backend.sampler import SampleSpec, generate
 
 PROMPT, NEW = 512, 256
+OLD_CHUNKS = {"TARGET_PROGRAMS": 528, "ONE_CHUNK_PAIRS": 1 << 30}  # the third session's attention chunking
 COMPILE = None  # engine default: compile the fused pieces on CUDA
 
 
@@ -90,15 +91,18 @@ def engine_run(eng: StaticEngine, specs: list[SampleSpec]):
 def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float,
                  attention: str = "auto", graphs: bool = True, new: int | None = None, tag: str = "",
                  fuse_layers: bool = True, overlap: bool | None = None, gemm: str = "auto",
-                 attn_target: int | None = None, **opts):
-    """``attn_target``: decode_attention.TARGET_PROGRAMS for this engine's runs (an earlier default)."""
-    if attn_target is not None:
-        saved, da.TARGET_PROGRAMS = da.TARGET_PROGRAMS, attn_target
+                 attn: dict | None = None, **opts):
+    """``attn``: decode_attention's chunking constants for this engine's runs (an earlier default)."""
+    if attn:
+        saved = {k: getattr(da, k) for k in attn}
+        for k, v in attn.items():
+            setattr(da, k, v)
         try:
             return bench_engine(model, shape, R, name, batches, bw, attention, graphs, new, tag, fuse_layers, overlap,
                                 gemm, None, **opts)
         finally:
-            da.TARGET_PROGRAMS = saved
+            for k, v in saved.items():
+                setattr(da, k, v)
     new = new or NEW
     eng = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=max(batches), max_context=PROMPT + NEW + 256,
                                                                  attention=attention, cuda_graphs=graphs,
@@ -121,8 +125,8 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
         bound = b / ((w_bytes + kv_avg) / bw)
         bound_w = b / (w_bytes / HBM_NOMINAL)
         R.add(bench="sampling", engine=f"static{tag}", attention=eng.model.attention, gemm=eng.model.gemm,
-              attn_target=da.TARGET_PROGRAMS,
-              fuse_silu=eng.opts.fuse_silu, token_choice=eng.token_choice,
+              attn_one_chunk_pairs=da.ONE_CHUNK_PAIRS,
+              fuse_silu=eng.opts.fuse_silu, token_choice=eng.token_choice, triton_pieces=eng.model.triton_pieces,
               graphs=graphs, compiled=eng.model.compiled,
               compile_s=eng.stats.get("compile_s"), shape=name, batch=b, new=new,
               tok_s=toks / t, decode_tok_s=dec_tok_s, step_ms=1e3 * step_s, prefill_s=st["prefill_s"], total_s=t,
@@ -301,8 +305,8 @@ def main() -> None:
     ap.add_argument("--variants", default="bmm,sdpa,nographs,grpo",
                     help="extra engine runs: bmm/sdpa attention, unfused (issue-20 step), sync (no overlap) at the "
                          "smallest and largest batch; cublas, nosilu (SiLU * up its own kernel), torchchoice (token "
-                         "choice compiled from torch), attn528 (attention aiming at 528 programs), previous (all "
-                         "three) at every batch; nographs; grpo")
+                         "choice compiled from torch), torchpieces (Inductor's qk_rope/add_norm), splitattn (attention "
+                         "chunks at every batch), previous (all four) at every batch; nographs; grpo")
     ap.add_argument("--other-arch", default="", help="also time the HF fallback sampler on this architecture (llama)")
     ap.add_argument("--other-arch-runs", default="1:32,64:64", help="batch:new_tokens runs of --other-arch")
     ap.add_argument("--other-arch-shape", default="4b")
@@ -358,9 +362,12 @@ def main() -> None:
                         elif v == "previous":  # the third session's default: torch token choice, no fused SiLU,
                             # attention aiming at 528 programs
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_previous", fuse_silu=False,
-                                                token_choice="torch", attn_target=528)
-                        elif v == "attn528":  # only the attention's earlier 528-program target
-                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_attn528", attn_target=528)
+                                                token_choice="torch", triton_pieces=False, attn=OLD_CHUNKS)
+                        elif v == "torchpieces":  # qk_rope / add_norm compiled by Inductor, not decode_pieces
+                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_torchpieces",
+                                                triton_pieces=False)
+                        elif v == "splitattn":  # the attention split in chunks at every batch (no one-chunk rule)
+                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_splitattn", attn=OLD_CHUNKS)
                         elif v == "torchchoice":  # token choice by the compiled torch function, not the kernel
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_torchchoice",
                                                 token_choice="torch")

@@ -19,6 +19,8 @@ options (``engine.sampler_options`` in engine.yaml):
                    triton | torch (cuBLAS inside the compiled pieces)
   fuse_silu        gemm triton: the gate/up GEMM computes SiLU * up in its epilogue, up to 64 rows (Hopper's
                    TMA kernel above 16) (default true)
+  triton_pieces    gemm triton: the split-GEMM layer's q/k norm + rotary and residual add + RMSNorm as single
+                   Triton launches (decode_pieces) instead of Inductor's kernels (default true)
   token_choice     auto (default: the two-launch Triton kernel on CUDA for batches without top-k/top-p) |
                    kernel | torch (compiled with the pieces)
   overlap          launch decode step k+1 before recording step k's tokens (default: with cuda_graphs)

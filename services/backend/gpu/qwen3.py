@@ -14,7 +14,9 @@ sampler weights are copied *into* them and captured CUDA graphs stay valid. The 
   GEMMs are ``skinny_gemm``'s split-K Triton kernel between compiled elementwise pieces
   (``gemm: auto`` on CUDA; with ``fuse_silu`` the gate/up GEMM applies SiLU * up itself), above them
   cuBLAS inside the compiled pieces; up to ``skinny_gemm.TMA_ROWS`` rows on Hopper the gate/up GEMM with
-  SiLU * up is ``skinny_gemm.mm_silu_tma`` between them (``fuse_silu``).
+  SiLU * up is ``skinny_gemm.mm_silu_tma`` between them (``fuse_silu``). With ``triton_pieces`` the
+  split-GEMM layer's q/k-norm + rotary and residual-add + RMSNorm pieces are ``decode_pieces``' single
+  Triton launches instead of Inductor's.
 
 Numerics follow transformers' Qwen3 (RMSNorm in float32 then cast back before the weight, rotary
 tables computed in float32 and cast to the model dtype, residuals in the model dtype), so logits
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import decode_attention, skinny_gemm
+from . import decode_attention, decode_pieces, skinny_gemm
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
 class StaticQwen3:
     def __init__(self, shape: Qwen3Shape, device: torch.device | str, dtype: torch.dtype, max_slots: int,
                  max_context: int, attention: str = "auto", fuse_layers: bool = True, gemm: str = "torch",
-                 fuse_silu: bool = True):
+                 fuse_silu: bool = True, triton_pieces: bool = True):
         self.shape, self.device, self.dtype = shape, torch.device(device), dtype
         self.fuse_layers = bool(fuse_layers)  # decode: post_pre across layer boundaries (False: pre + post per layer)
         self.max_slots, self.max_context = int(max_slots), int(max_context)
@@ -88,6 +90,8 @@ class StaticQwen3:
         self.gemm = self.resolve_gemm(gemm, self.device)
         # the split-K decode GEMM (rows <= skinny_gemm.MAX_ROWS); the CPU tests swap in mm_reference
         self.skinny_mm = skinny_gemm.mm if self.gemm == "triton" else skinny_gemm.mm_reference
+        # the split-GEMM layer's qk_rope / add_norm as decode_pieces' Triton kernels (gemm 'triton' only)
+        self.triton_pieces = bool(triton_pieces) and self.gemm == "triton" and decode_pieces.available()
         self.fuse_silu = bool(fuse_silu)  # split-GEMM decode: SiLU * up in the gate/up GEMM (else its own kernel)
         self.skinny_silu = skinny_gemm.mm_silu if self.gemm == "triton" else skinny_gemm.mm_silu_reference
         # rows MAX_ROWS < b <= TMA_ROWS: the gate/up GEMM with SiLU * up between cuBLAS pieces (Hopper; the CPU
@@ -238,13 +242,20 @@ class StaticQwen3:
         self._eager = dict(pre=pre, post=post, mid=mid, head=head, post_pre=post_pre, post_head=post_head,
                            attn_out=attn_out, mlp_out_pre=mlp_out_pre, mlp_out_head=mlp_out_head,
                            rmsnorm=rmsnorm, qk_rope=qk_rope, add_norm=add_norm, silu_mul=silu_mul)
-        for k, f in self._eager.items():
+        self._triton = {}
+        if self.triton_pieces:
+            self._triton = dict(
+                qk_rope=lambda p, qn, kn, cos, sin: decode_pieces.qk_rope(p, qn, kn, cos, sin, Hq, Hkv, eps),
+                add_norm=lambda x, p, w: decode_pieces.add_norm(x, p, w, eps))
+        self._set_pieces(self._eager)
+
+    def _set_pieces(self, table: dict) -> None:
+        for k, f in {**table, **self._triton}.items():
             setattr(self, k, f)
 
     def enable_compile(self, on: bool = True) -> None:
         if not on:
-            for k, f in self._eager.items():
-                setattr(self, k, f)
+            self._set_pieces(self._eager)
             self.compiled = False
             return
         import torch.fx.experimental._config as fx_config  # noqa: PLC0415  (compiler config: only when compiling)
@@ -256,8 +267,7 @@ class StaticQwen3:
         dynamo_config.cache_size_limit = max(dynamo_config.cache_size_limit, 64)
         dynamo_config.accumulated_cache_size_limit = max(dynamo_config.accumulated_cache_size_limit, 1024)
         c = lambda f: torch.compile(f, dynamic=True, fullgraph=True)  # noqa: E731
-        for k, f in self._eager.items():
-            setattr(self, k, c(f))
+        self._set_pieces({k: c(f) for k, f in self._eager.items()})
         self.compiled = True
 
     def _probe_bmm_out_dtype(self) -> bool:

@@ -1,0 +1,108 @@
+"""Triton versions of two elementwise pieces of the split-GEMM decode layer (``StaticQwen3._decode_split``).
+
+Inductor compiles ``qk_rope`` (sum a split GEMM's partials, q/k RMSNorm per head, rotary) into four
+kernels and ``add_norm`` (sum partials, residual add, RMSNorm) into two; at batch 1 each kernel is a
+few microseconds of launch and tail for a few kilobytes of data (docs/performance.md). Here each is one
+launch: ``qk_rope`` one program per (row, head), ``add_norm`` one program per row. Same arithmetic as
+the torch pieces in ``qwen3`` (float32 within, rounded to the model dtype where those round: the
+summed GEMM output, the normed value before its weight, the weighted value; the rotary sum rounded
+once, as Inductor does), which remain the reference (CPU path; tests/gpu/test_decode_pieces.py).
+"""
+
+from __future__ import annotations
+
+import torch
+
+try:  # Triton ships with CUDA builds of torch; CPU-only installs have none
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - depends on the install
+    triton = None
+
+
+def available() -> bool:
+    return triton is not None
+
+
+if triton is not None:
+
+    @triton.jit
+    def _load_sum(P, off, split, s_pz, SPLIT: tl.constexpr, DT: tl.constexpr):
+        """A split GEMM's output at ``off``: its float32 partials summed (or its model-dtype output),
+        rounded to the model dtype as skinny_gemm.reduce does, returned in float32."""
+        if SPLIT:
+            acc = tl.load(P + off)
+            for s in range(1, split):
+                acc += tl.load(P + s * s_pz + off)
+        else:
+            acc = tl.load(P + off).to(tl.float32)
+        return acc.to(DT).to(tl.float32)
+
+    @triton.jit
+    def _qk_rope_kernel(P, QN, KN, COS, SIN, QK, V, split, s_pz, n_out, eps, HQ: tl.constexpr, HKV: tl.constexpr,
+                        D: tl.constexpr, SPLIT: tl.constexpr):
+        r = tl.program_id(0)
+        hd = tl.program_id(1)  # q heads, then k heads, then v heads
+        DT = QK.dtype.element_ty
+        offs = tl.arange(0, D)
+        x = _load_sum(P, r * n_out + hd * D + offs, split, s_pz, SPLIT, DT)
+        if hd < HQ + HKV:
+            rot_offs = (offs + D // 2) % D
+            xr = _load_sum(P, r * n_out + hd * D + rot_offs, split, s_pz, SPLIT, DT)
+            inv = tl.rsqrt(tl.sum(x * x, 0) / D + eps)
+            is_q = hd < HQ
+            w = tl.where(is_q, tl.load(QN + offs), tl.load(KN + offs)).to(tl.float32)
+            wr = tl.where(is_q, tl.load(QN + rot_offs), tl.load(KN + rot_offs)).to(tl.float32)
+            n = (w * (x * inv).to(DT).to(tl.float32)).to(DT).to(tl.float32)
+            nr = (wr * (xr * inv).to(DT).to(tl.float32)).to(DT).to(tl.float32)
+            rot = tl.where(offs < D // 2, -nr, nr)
+            c = tl.load(COS + r * D + offs).to(tl.float32)
+            s = tl.load(SIN + r * D + offs).to(tl.float32)
+            tl.store(QK + (r * (HQ + HKV) + hd) * D + offs, (n * c + rot * s).to(DT))
+        else:
+            tl.store(V + (r * HKV + hd - HQ - HKV) * D + offs, x.to(DT))
+
+    @triton.jit
+    def _add_norm_kernel(X, P, W, XO, HO, N, split, s_pz, eps, BLOCK: tl.constexpr, SPLIT: tl.constexpr):
+        r = tl.program_id(0)
+        DT = XO.dtype.element_ty
+        offs = tl.arange(0, BLOCK)
+        m = offs < N
+        if SPLIT:
+            acc = tl.load(P + r * N + offs, mask=m, other=0.0)
+            for s in range(1, split):
+                acc += tl.load(P + s * s_pz + r * N + offs, mask=m, other=0.0)
+        else:
+            acc = tl.load(P + r * N + offs, mask=m, other=0.0).to(tl.float32)
+        x = tl.load(X + r * N + offs, mask=m, other=0.0).to(tl.float32)
+        xn = (x + acc.to(DT).to(tl.float32)).to(DT)
+        tl.store(XO + r * N + offs, xn, mask=m)
+        xf = xn.to(tl.float32)
+        inv = tl.rsqrt(tl.sum(xf * xf, 0) / N + eps)
+        w = tl.load(W + offs, mask=m, other=0.0).to(tl.float32)
+        tl.store(HO + r * N + offs, (w * (xf * inv).to(DT).to(tl.float32)).to(DT), mask=m)
+
+
+def qk_rope(p: torch.Tensor, qn: torch.Tensor, kn: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
+            kv_heads: int, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """p: the qkv GEMM's output (float32 partials [split, M, (Hq + 2 Hkv) D] or [M, ...] in the model
+    dtype); qn, kn [D]; cos, sin [M, D] -> q [M, Hq, D], k [M, Hkv, D] (normed, rotated), v [M, Hkv, D]."""
+    split = p.shape[0] if p.dim() == 3 else 1
+    M, n_out = p.shape[-2:]
+    D = qn.shape[0]
+    qk = torch.empty(M, heads + kv_heads, D, device=p.device, dtype=qn.dtype)
+    v = torch.empty(M, kv_heads, D, device=p.device, dtype=qn.dtype)
+    _qk_rope_kernel[(M, heads + 2 * kv_heads)](p, qn, kn, cos, sin, qk, v, split, M * n_out, n_out, eps, HQ=heads,
+                                               HKV=kv_heads, D=D, SPLIT=p.dim() == 3, num_warps=1)
+    return qk[:, :heads], qk[:, heads:], v
+
+
+def add_norm(x: torch.Tensor, p: torch.Tensor, w: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, N] (model dtype), p: a GEMM's output for it (float32 partials [split, M, N] or [M, N]), w [N]
+    -> (x + p summed, RMSNorm of that times w)."""
+    M, N = x.shape
+    split = p.shape[0] if p.dim() == 3 else 1
+    xo, ho = torch.empty_like(x), torch.empty_like(x)
+    _add_norm_kernel[(M,)](x, p, w, xo, ho, N, split, M * N, eps, BLOCK=triton.next_power_of_2(N),
+                           SPLIT=p.dim() == 3, num_warps=8)
+    return xo, ho

@@ -1,0 +1,45 @@
+"""The split-GEMM decode layer's Triton pieces (services/backend/gpu/decode_pieces.py) against the torch
+pieces of StaticQwen3 they replace, in bf16 on CUDA (run on the GPU machine: ``python3 -m pytest
+tests/gpu/test_decode_pieces.py``; skipped without CUDA). The torch pieces are checked against HF on
+CPU (test_static_engine.py::test_split_gemm_decode_matches_hf)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from services.backend.gpu import decode_pieces as dp
+from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
+
+cuda = pytest.mark.skipif(not (torch.cuda.is_available() and dp.available()), reason="needs CUDA and Triton")
+SHAPE = Qwen3Shape(vocab=64, hidden=2560, layers=1, heads=32, kv_heads=8, head_dim=128, ffn=64, eps=1e-6,
+                   rope_theta=1e6)  # the 4B layer's widths
+
+
+def _close(got, want):
+    rel = float((got.float() - want.float()).norm() / want.float().norm())
+    assert torch.isfinite(got).all() and rel < 1e-2, rel
+
+
+@cuda
+@pytest.mark.parametrize("M,split", [(1, 2), (16, 1), (5, 4)])
+def test_pieces_match_the_torch_pieces(M, split):
+    m = StaticQwen3(SHAPE, "cuda", torch.bfloat16, 16, 1024, "bmm", True)
+    eager = m._eager
+    g = torch.Generator(device="cuda").manual_seed(M * 10 + split)
+    r = lambda *s: torch.randn(*s, device="cuda", generator=g)  # noqa: E731
+    n_out = (SHAPE.heads + 2 * SHAPE.kv_heads) * SHAPE.head_dim
+    for _ in range(2):  # fresh inputs each time
+        p = r(split, M, n_out) if split > 1 else r(M, n_out).bfloat16()
+        qn, kn = (r(SHAPE.head_dim) * 0.2 + 1).bfloat16(), (r(SHAPE.head_dim) * 0.2 + 1).bfloat16()
+        pos = torch.randint(0, 1024, (M,), device="cuda", generator=g)
+        got = dp.qk_rope(p, qn, kn, m.cos[pos], m.sin[pos], SHAPE.heads, SHAPE.kv_heads, SHAPE.eps)
+        want = eager["qk_rope"](p, qn, kn, m.cos[pos], m.sin[pos])
+        for a, b in zip(got, want):
+            assert a.shape == b.shape
+            _close(a, b)
+        x = r(M, SHAPE.hidden).bfloat16()
+        pp = r(split, M, SHAPE.hidden) if split > 1 else r(M, SHAPE.hidden).bfloat16()
+        w = (r(SHAPE.hidden) * 0.2 + 1).bfloat16()
+        for a, b in zip(dp.add_norm(x, pp, w, SHAPE.eps), eager["add_norm"](x, pp, w)):
+            _close(a, b)
