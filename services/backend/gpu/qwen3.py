@@ -96,8 +96,9 @@ class StaticQwen3:
         self.skinny_silu = skinny_gemm.mm_silu if self.gemm == "triton" else skinny_gemm.mm_silu_reference
         # rows MAX_ROWS < b <= TMA_ROWS: the gate/up GEMM with SiLU * up between cuBLAS pieces (Hopper; the CPU
         # tests set mm_silu_reference)
-        self.mid_silu = (skinny_gemm.mm_silu_tma if self.gemm == "triton" and skinny_gemm.tma_available(self.device)
-                         else None)
+        tma_ok = shape.ffn % 32 == 0 and shape.hidden % 8 == 0  # whole 32-column tiles, 16-byte-aligned rows
+        self.mid_silu = (skinny_gemm.mm_silu_tma
+                         if self.gemm == "triton" and tma_ok and skinny_gemm.tma_available(self.device) else None)
         s, dev = shape, self.device
         L, H, D, Hq, Hkv, Fd, V = s.layers, s.hidden, s.head_dim, s.heads, s.kv_heads, s.ffn, s.vocab
         self.qd, self.kd = Hq * D, Hkv * D
