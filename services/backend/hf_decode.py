@@ -10,7 +10,7 @@
   token (prefill, training) go to transformers' own ``sdpa``.
 
 Measured on the embedded tiny model, 64 rows of 56 new tokens after 650 shared + 30-200 own prompt
-tokens, 1 CPU thread (bench/bench_cpu_sampler.py): docs/performance.md "CPU sampler".
+tokens, 1 CPU thread (bench/bench_cpu_sampler.py): docs/recipes.md "Where a multi-turn step's time goes".
 """
 
 from __future__ import annotations
