@@ -68,7 +68,7 @@ PRESETS: dict[str, Preset] = {
             "sft": {"learning_rate": 5e-3, "num_steps": 200, "batch_size": 16, "gate_min_gold_p": 0.3,
                     "balance_tasks": 1.0, "eval_every": 2, "eval_from": 40, "eval_n": 32},
             # held-out pass rate (result.json 'heldout') before the first step and after the last, 4 attempts a task;
-            # one step off-policy: the next batch's rollouts run while the trainer trains (x1.10-1.19 on quickstart, docs/recipes.md)
+            # one step off-policy: the next batch's rollouts run while the trainer trains (x1.10-1.19, quickstart)
             "rl": {"learning_rate": 1e-3, "num_steps": 40, "lr_schedule": "linear", "group_size": 8,
                    "groups_per_step": 8, "eval_every": 40, "eval_samples": 4, "max_steps_off_policy": 1},
             "grpo": {"normalize_std": True},
