@@ -370,34 +370,34 @@ class Scheduler:
         (a multi-turn rollout's next turn need not wait for the whole update; large ones wait for
         the next round)."""
         with self._cv:
-            waiting = any(not self._is_large(j.spec) for j in self._samples)
-        if waiting:
-            self._run_sampling_round(small_only=True)
+            small = [j for j in self._samples if not self._is_large(j.spec)]
+            if small:
+                self._samples = [j for j in self._samples if self._is_large(j.spec)]
+        self._answer_small(small)
 
-    def _run_sampling_round(self, small_only: bool = False) -> None:
-        """One round: every small request waiting now (batched per weights), then (unless
-        ``small_only``) one chunk of each large request (see ``_Chunked``)."""
+    def _run_sampling_round(self) -> None:
+        """One round: every small request waiting now (batched per weights), then one chunk of
+        each large request (see ``_Chunked``)."""
         with self._cv:
             if not self._samples and not self._chunked:
                 return
-        if self.batch_window_s and not small_only:
+        if self.batch_window_s:
             time.sleep(self.batch_window_s)  # let a burst of concurrent requests land in one batch
         with self._cv:
             jobs, self._samples = self._samples, []
-            if small_only:
-                self._samples = [j for j in jobs if self._is_large(j.spec)]
-                jobs = [j for j in jobs if not self._is_large(j.spec)]
-        small = [j for j in jobs if not self._is_large(j.spec)]
         self._chunked += [_Chunked(j, self._split(j.spec), [None] * j.spec.num_samples)
                           for j in jobs if self._is_large(j.spec)]
+        self._answer_small([j for j in jobs if not self._is_large(j.spec)])
+        self._run_chunks()
+
+    def _answer_small(self, jobs: list[SampleJob]) -> None:
+        """Sample small requests, one batch per sampler weights, and answer each."""
         groups: dict[SampleKey, list[SampleJob]] = defaultdict(list)
-        for j in small:
+        for j in jobs:
             groups[j.key].append(j)
         for key, group in groups.items():
             for j, res, err in self._sample_batch(key, [j.spec for j in group], group):
                 self._answer(j, res, err)
-        if not small_only:
-            self._run_chunks()
 
     def _run_chunks(self) -> None:
         by_key: dict[SampleKey, list[_Chunked]] = defaultdict(list)
