@@ -127,6 +127,7 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
         R.add(bench="sampling", engine=f"static{tag}", attention=eng.model.attention, gemm=eng.model.gemm,
               attn_one_chunk_pairs=da.ONE_CHUNK_PAIRS,
               fuse_silu=eng.opts.fuse_silu, token_choice=eng.token_choice, triton_pieces=eng.model.triton_pieces,
+              tma_gemm=eng.model.tma_gemm and eng.model.mid_silu is not None,
               graphs=graphs, compiled=eng.model.compiled,
               compile_s=eng.stats.get("compile_s"), shape=name, batch=b, new=new,
               tok_s=toks / t, decode_tok_s=dec_tok_s, step_ms=1e3 * step_s, prefill_s=st["prefill_s"], total_s=t,
@@ -306,7 +307,8 @@ def main() -> None:
                     help="extra engine runs: bmm/sdpa attention, unfused (issue-20 step), sync (no overlap) at the "
                          "smallest and largest batch; cublas, nosilu (SiLU * up its own kernel), torchchoice (token "
                          "choice compiled from torch), torchpieces (Inductor's qk_rope/add_norm), splitattn (attention "
-                         "chunks at every batch), previous (all four) at every batch; nographs; grpo")
+                         "chunks at every batch), cublasmid (cuBLAS GEMMs at 17-64 rows), previous (the fourth "
+                         "session's default: as cublasmid) at every batch; nographs; grpo")
     ap.add_argument("--other-arch", default="", help="also time the HF fallback sampler on this architecture (llama)")
     ap.add_argument("--other-arch-runs", default="1:32,64:64", help="batch:new_tokens runs of --other-arch")
     ap.add_argument("--other-arch-shape", default="4b")
@@ -318,10 +320,14 @@ def main() -> None:
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--profile-dir", default=None, help="write the decode step's profiler tables here (step profile)")
     ap.add_argument("--gemm-configs", default=None, help="skinny_gemm configs (bench_gpu_decode_gemm --write-configs)")
+    ap.add_argument("--tma-configs", default=None, help="mm_tma configs (bench_gpu_decode_gemm --write-tma-configs)")
     a = ap.parse_args()
     if a.gemm_configs:
         for bucket, n, k, cfg in json.loads(Path(a.gemm_configs).read_text()):
             skinny_gemm.CONFIGS[(bucket, n, k)] = tuple(cfg)
+    if a.tma_configs:
+        for n, k, cfg in json.loads(Path(a.tma_configs).read_text()):
+            skinny_gemm.TMA_CONFIGS[(n, k)] = tuple(cfg)
     globals().update(PROMPT=a.prompt, NEW=a.new, COMPILE=False if a.no_compile else None)
     R = Results(a.json)
     R.add(bench="env", **env_info())
@@ -359,10 +365,9 @@ def main() -> None:
                             e, _ = bench_engine(model, shape, R, name, batches, bw, gemm="torch", tag="_cublas")
                         elif v == "nosilu":  # SiLU * up in a kernel of its own after the gate/up GEMM
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_nosilu", fuse_silu=False)
-                        elif v == "previous":  # the third session's default: torch token choice, no fused SiLU,
-                            # attention aiming at 528 programs
-                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_previous", fuse_silu=False,
-                                                token_choice="torch", triton_pieces=False, attn=OLD_CHUNKS)
+                        elif v in ("previous", "cublasmid"):  # the fourth session's default: cuBLAS GEMMs inside
+                            # compiled pieces at 17-64 rows (gate/up through mm_silu_tma)
+                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag=f"_{v}", tma_gemm=False)
                         elif v == "torchpieces":  # qk_rope / add_norm compiled by Inductor, not decode_pieces
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_torchpieces",
                                                 triton_pieces=False)

@@ -22,9 +22,9 @@ def _close(got, want):
 
 
 @cuda
-@pytest.mark.parametrize("M,split", [(1, 2), (16, 1), (5, 4)])
+@pytest.mark.parametrize("M,split", [(1, 2), (16, 1), (5, 4), (64, 4), (40, 1)])
 def test_pieces_match_the_torch_pieces(M, split):
-    m = StaticQwen3(SHAPE, "cuda", torch.bfloat16, 16, 1024, "bmm", True)
+    m = StaticQwen3(SHAPE, "cuda", torch.bfloat16, 64, 1024, "bmm", True)
     eager = m._eager
     g = torch.Generator(device="cuda").manual_seed(M * 10 + split)
     r = lambda *s: torch.randn(*s, device="cuda", generator=g)  # noqa: E731

@@ -65,6 +65,28 @@ def test_mm_silu_tma_matches_reference(M, F, K):
         assert float((out.double() - ref).norm() / ref.norm()) < 1e-2
 
 
+@pytest.mark.skipif(not (torch.cuda.is_available() and sg.tma_available(torch.device("cuda"))),
+                    reason="needs a Hopper GPU (TMA) and Triton")
+@pytest.mark.parametrize("M", [17, 40, 64])
+@pytest.mark.parametrize("N,K,cfg", [(6144, 2560, None), (2560, 4096, None), (2560, 9728, (32, 64, 8, 4, 4)),
+                                     (70000, 512, None), (1000, 264, (64, 64, 2, 4, 3))])
+def test_mm_tma_matches_float64(M, N, K, cfg):
+    """The split-K TMA GEMM of the 17-64-row decode layer: its partials summed equal x @ w^T (float64); every
+    output element written (its allocation reuses a freed block of NaNs: NaN never passes)."""
+    for seed in range(2):
+        g = torch.Generator(device="cuda").manual_seed(seed * 7919 + M * N + K)
+        x = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+        w = torch.randn(N, K, device="cuda", generator=g).bfloat16()
+        torch.full((16 * M * N,), float("nan"), device="cuda")  # freed at once: the output's block holds NaNs
+        out = sg.mm_tma(x, w, cfg)
+        BN, BK, split = (cfg or sg.tma_config(N, K))[:3]
+        assert out.dim() == (3 if K > sg.split_len(K, BK, split) else 2)
+        y = sg.reduce(out, torch.float32).double()
+        ref = x.double() @ w.double().t()
+        assert y.shape == (M, N) and torch.isfinite(y).all()
+        assert float((y - ref).norm() / ref.norm()) < 1e-2
+
+
 @cuda
 def test_bf16_lora_same_logprobs_and_gradients():
     """The LoRA branches in bf16 give the trainer's logprobs and the adapters' (float32) gradients of

@@ -89,12 +89,20 @@ def test_split_gemm_decode_matches_hf(hf, monkeypatch, split, fuse_silu):
         _decode_matches(m, ids, ref, steps=6)
 
 
-def test_mid_rows_decode_matches_hf(hf, monkeypatch):
-    """Batches between the split-K GEMM's rows and mm_silu_tma's (cuBLAS pieces cut at the gate/up GEMM,
-    which runs between them with SiLU * up), on CPU with the kernels' torch references: HF's logits."""
-    m = StaticQwen3(Qwen3Shape.from_hf_config(hf.config), "cpu", torch.float32, 4, 256, "bmm", True)
+@pytest.mark.parametrize("tma_gemm", [False, True])
+def test_mid_rows_decode_matches_hf(hf, monkeypatch, tma_gemm):
+    """Batches between the split-K GEMM's rows and mm_silu_tma's, on CPU with the kernels' torch references:
+    HF's logits. Without tma_gemm cuBLAS pieces cut at the gate/up GEMM (which runs between them with SiLU *
+    up); with it every GEMM split-K (mm_tma's partials, here 3 splits) between the split layer's pieces."""
+    m = StaticQwen3(Qwen3Shape.from_hf_config(hf.config), "cpu", torch.float32, 4, 256, "bmm", True,
+                    tma_gemm=tma_gemm)
     m.load(Qwen3Parts(hf))
     m.gemm, m.attention, m.mid_silu = "triton", "triton", skinny_gemm.mm_silu_reference
+    m.mid_mm = partial(skinny_gemm.mm_reference, split=3)
+    if tma_gemm:  # each variant must take its own path
+        m._decode_mid = None
+    else:
+        m.mid_mm = None
     monkeypatch.setattr(skinny_gemm, "MAX_ROWS", 2)  # the test's 3 rows: above the split-K rows, within TMA_ROWS
     monkeypatch.setattr(decode_attention, "attend", decode_attention.attend_reference)
     m.skinny_mm = m.skinny_silu = None  # the split-K path must not run

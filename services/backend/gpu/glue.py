@@ -21,6 +21,9 @@ options (``engine.sampler_options`` in engine.yaml):
                    TMA kernel above 16) (default true)
   triton_pieces    gemm triton: the split-GEMM layer's q/k norm + rotary and residual add + RMSNorm as single
                    Triton launches (decode_pieces) instead of Inductor's kernels (default true)
+  tma_gemm         gemm triton, 17-64 rows on Hopper: the q/k/v, o, down and lm_head GEMMs through TMA too
+                   (skinny_gemm.mm_tma, split-K, between the pieces of triton_pieces) instead of cuBLAS inside
+                   compiled pieces (default true)
   token_choice     auto (default: the two-launch Triton kernel on CUDA for batches without top-k/top-p) |
                    kernel | torch (compiled with the pieces)
   overlap          launch decode step k+1 before recording step k's tokens (default: with cuda_graphs)

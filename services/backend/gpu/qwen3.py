@@ -82,8 +82,9 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
 class StaticQwen3:
     def __init__(self, shape: Qwen3Shape, device: torch.device | str, dtype: torch.dtype, max_slots: int,
                  max_context: int, attention: str = "auto", fuse_layers: bool = True, gemm: str = "torch",
-                 fuse_silu: bool = True, triton_pieces: bool = True):
+                 fuse_silu: bool = True, triton_pieces: bool = True, tma_gemm: bool = True):
         self.shape, self.device, self.dtype = shape, torch.device(device), dtype
+        self.qd, self.kd = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
         self.fuse_layers = bool(fuse_layers)  # decode: post_pre across layer boundaries (False: pre + post per layer)
         self.max_slots, self.max_context = int(max_slots), int(max_context)
         self.attention = self.resolve_attention(attention, self.device, shape)
@@ -94,14 +95,17 @@ class StaticQwen3:
         self.triton_pieces = bool(triton_pieces) and self.gemm == "triton" and decode_pieces.available()
         self.fuse_silu = bool(fuse_silu)  # split-GEMM decode: SiLU * up in the gate/up GEMM (else its own kernel)
         self.skinny_silu = skinny_gemm.mm_silu if self.gemm == "triton" else skinny_gemm.mm_silu_reference
-        # rows MAX_ROWS < b <= TMA_ROWS: the gate/up GEMM with SiLU * up between cuBLAS pieces (Hopper; the CPU
-        # tests set mm_silu_reference)
-        tma_ok = shape.ffn % 32 == 0 and shape.hidden % 8 == 0  # whole 32-column tiles, 16-byte-aligned rows
+        # rows MAX_ROWS < b <= TMA_ROWS (Hopper): the gate/up GEMM with SiLU * up through TMA; with tma_gemm the
+        # other GEMMs too (mm_tma, split-K) between the split layer's pieces, else cuBLAS inside compiled pieces
+        # cut at the gate/up GEMM (the CPU tests set the kernels' torch references)
+        tma_ok = (shape.ffn % 32 == 0 and shape.hidden % 8 == 0  # whole 32-column tiles, 16-byte-aligned rows
+                  and self.qd % 8 == 0)
         self.mid_silu = (skinny_gemm.mm_silu_tma
                          if self.gemm == "triton" and tma_ok and skinny_gemm.tma_available(self.device) else None)
+        self.tma_gemm = bool(tma_gemm)
+        self.mid_mm = skinny_gemm.mm_tma
         s, dev = shape, self.device
         L, H, D, Hq, Hkv, Fd, V = s.layers, s.hidden, s.head_dim, s.heads, s.kv_heads, s.ffn, s.vocab
-        self.qd, self.kd = Hq * D, Hkv * D
         self.group = Hq // Hkv
         self.scale = D ** -0.5
         kw = dict(device=dev, dtype=dtype)
@@ -360,28 +364,29 @@ class StaticQwen3:
             sc = torch.bmm(qg, Kf.transpose(1, 2)).float()
         return torch.bmm(self.mid(sc, bias), Vf)  # [b * Hkv, G, D]
 
-    def _decode_split(self, x: torch.Tensor, pos: torch.Tensor, ctx: int, cos: torch.Tensor,
-                      sin: torch.Tensor) -> torch.Tensor:
-        """The decode layers with the skinny split-K GEMMs between compiled pieces (gemm and attention
-        'triton', batch <= skinny_gemm.MAX_ROWS): per layer the same 4 GEMMs + 4 elementwise kernels +
-        2 attention kernels as the fused pieces, the GEMMs streaming their weights closer to the copy
-        bandwidth."""
-        s, mm = self.shape, self.skinny_mm
+    def _decode_split(self, x: torch.Tensor, pos: torch.Tensor, ctx: int, cos: torch.Tensor, sin: torch.Tensor,
+                      mm, silu) -> torch.Tensor:
+        """The decode layers with split-K GEMMs (``mm``: skinny_gemm.mm up to MAX_ROWS rows, mm_tma above;
+        ``silu``: the gate/up GEMM with SiLU * up, or None for ``mm`` and a SiLU * up piece) between the
+        pieces that sum their partials (gemm and attention 'triton'): per layer 4 GEMMs + 3 elementwise
+        kernels + 1-2 attention kernels, the GEMMs streaming their weights closer to the copy bandwidth
+        than cuBLAS."""
+        s = self.shape
         b = x.shape[0]
         h = self.rmsnorm(x, self.ln1[0])
         for l in range(s.layers):
             q, k, v = self.qk_rope(mm(h, self.w_qkv[l]), self.qn[l], self.kn[l], cos, sin)
             o = decode_attention.attend(q, k, v, self.kc[l], self.vc[l], pos, ctx, self.scale)
             x, h = self.add_norm(x, mm(o.reshape(b, self.qd), self.w_o[l]), self.ln2[l])
-            a = self.skinny_silu(h, self.w_gu[l]) if self.fuse_silu else self.silu_mul(mm(h, self.w_gu[l]))
+            a = silu(h, self.w_gu[l]) if silu is not None else self.silu_mul(mm(h, self.w_gu[l]))
             x, h = self.add_norm(x, mm(a, self.w_down[l]), self.ln1[l + 1] if l + 1 < s.layers else self.norm)
         return skinny_gemm.reduce(mm(h, self.lm_head), self.dtype)
 
     def _decode_mid(self, x: torch.Tensor, pos: torch.Tensor, ctx: int, cos: torch.Tensor,
                     sin: torch.Tensor) -> torch.Tensor:
-        """The decode layers for MAX_ROWS < b <= TMA_ROWS: cuBLAS GEMMs inside the compiled pieces, the
-        gate/up GEMM with SiLU * up (``mid_silu``) between them; one kernel fewer per layer than the
-        fused pieces (the SiLU * up kernel)."""
+        """The decode layers for MAX_ROWS < b <= TMA_ROWS without ``tma_gemm``: cuBLAS GEMMs inside the
+        compiled pieces, the gate/up GEMM with SiLU * up (``mid_silu``) between them; one kernel fewer per
+        layer than the fused pieces (the SiLU * up kernel)."""
         L = self.shape.layers
         q, k, v = self.pre(x, self.ln1[0], self.w_qkv[0], self.qn[0], self.kn[0], cos, sin)
         for l in range(L):
@@ -402,9 +407,12 @@ class StaticQwen3:
         x = F.embedding(tok, self.embed)
         cos, sin = self.cos[pos], self.sin[pos]
         if self.gemm == "triton" and self.attention == "triton" and b <= skinny_gemm.MAX_ROWS:
-            return self._decode_split(x, pos, ctx, cos, sin)
+            return self._decode_split(x, pos, ctx, cos, sin, self.skinny_mm,
+                                      self.skinny_silu if self.fuse_silu else None)
         if (self.attention == "triton" and self.fuse_silu and self.mid_silu is not None
                 and b <= skinny_gemm.TMA_ROWS):
+            if self.tma_gemm:
+                return self._decode_split(x, pos, ctx, cos, sin, self.mid_mm, self.mid_silu)
             return self._decode_mid(x, pos, ctx, cos, sin)
         fused = self.attention == "triton"
         if not fused:

@@ -16,6 +16,8 @@ kernel that follows: no separate reduction kernel); with ``split == 1`` it is ``
 ``mm_silu_tma`` is the same for 17-64 rows on Hopper, where cuBLAS does the other GEMMs: the tiles come
 through TMA descriptors (the bulk tensor copy engine) into a pipelined K loop, which streamed the gate/up
 weight at 84 % of the copy bandwidth at 64 rows against cuBLAS's 76 % (bench_gpu_decode_gemm.py --tma).
+``mm_tma`` is ``mm`` through TMA descriptors for 17-64 rows (the other GEMMs of that decode layer): split-K
+as ``mm``, its float32 partials summed by the piece that follows.
 
 ``mm_reference`` and ``mm_silu_reference`` are the same computations in torch (the CPU path and the
 tests' oracles).
@@ -117,6 +119,26 @@ if triton is not None:
         omask = (offs_m < M)[:, None] & (offs_n < F)[None, :]
         tl.store(O + offs_m[:, None] * F + offs_n[None, :], a.to(O.dtype.element_ty), mask=omask)
 
+    @triton.jit
+    def _tma_kernel(x_desc, w_desc, P, M, N, k_iters, s_pz, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                    STAGES: tl.constexpr, OUT_F32: tl.constexpr):
+        pid_n = tl.program_id(0)
+        pid_s = tl.program_id(1)
+        n0 = pid_n * BN
+        k0 = pid_s * k_iters * BK  # each split: k_iters tiles of BK; the descriptors read zeros past K
+        acc = tl.zeros([BM, BN], dtype=tl.float32)
+        for i in tl.range(0, k_iters, num_stages=STAGES):
+            k = k0 + i * BK
+            acc = tl.dot(x_desc.load([0, k]), w_desc.load([n0, k]).T, acc)
+        offs_m = tl.arange(0, BM)
+        offs_n = n0 + tl.arange(0, BN)
+        mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+        ptr = P + pid_s * s_pz + offs_m[:, None] * N + offs_n[None, :]
+        if OUT_F32:
+            tl.store(ptr, acc, mask=mask)
+        else:
+            tl.store(ptr, acc.to(P.dtype.element_ty), mask=mask)
+
 
 # Measured overrides (rows bucket, N, K) -> (BN, BK, split, warps, stages); bench_gpu_sampling's
 # --gemm-configs fills it from bench_gpu_decode_gemm's sweep. Otherwise ``config_for``'s rule, which
@@ -202,6 +224,45 @@ def mm_silu_tma(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int]
     xd = TensorDescriptor.from_tensor(x, [TMA_ROWS, BK])  # rows past M read as zeros
     gd = TensorDescriptor.from_tensor(w, [BN, BK])
     _silu_tma_kernel[(F // BN,)](xd, gd, out, M, F, K, BM=TMA_ROWS, BN=BN, BK=BK, STAGES=stages, num_warps=warps)
+    return out
+
+
+# Measured overrides of ``tma_config``: (N, K) -> (BN, BK, split, warps, stages); bench_gpu_decode_gemm --tma
+# --write-configs writes them (bench_gpu_sampling --gemm-configs loads them)
+TMA_CONFIGS: dict[tuple[int, int], tuple[int, int, int, int, int]] = {}
+
+
+def tma_config(N: int, K: int) -> tuple[int, int, int, int, int]:
+    """(BN, BK, split, warps, stages) of ``mm_tma``: 64 x 64 tiles 6 stages deep, K split into as many parts (at
+    most 4, each >= 2 tiles) as it takes to reach ~160 programs; a vocabulary-sized N 128 x 128 tiles 4 deep,
+    unsplit. The 64-row sweep's best for every 4B weight, or within 0.2 us of it (docs/performance.md)."""
+    hit = TMA_CONFIGS.get((N, K))
+    if hit is not None:
+        return hit
+    if N >= 65536:
+        return (128, 128, 1, 4, 4)
+    split = max(1, min(4, -(-160 // -(-N // 64)), K // 128))
+    return (64, 64, split, 4, 6)
+
+
+def mm_tma(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int, int] | None = None) -> torch.Tensor:
+    """``mm`` through TMA descriptors (Hopper), for up to TMA_ROWS rows: x [M, K], w [N, K] (both contiguous,
+    K a multiple of 8: 16-byte rows), cfg = (BN, BK, split, warps, stages) (``tma_config``). Float32 partials
+    [split, M, N] when the config splits K, else [M, N] in x's dtype."""
+    M, K = x.shape
+    N = w.shape[0]
+    if M > TMA_ROWS or K % 8 or not (x.is_contiguous() and w.is_contiguous()):
+        raise ValueError(f"skinny_gemm.mm_tma: needs <= {TMA_ROWS} rows, K a multiple of 8 and contiguous operands "
+                         f"(got {M} rows, K {K})")
+    BN, BK, split, warps, stages = cfg or tma_config(N, K)
+    k_split = split_len(K, BK, split)
+    split = -(-K // k_split)
+    out = (torch.empty(split, M, N, device=x.device, dtype=torch.float32) if split > 1
+           else torch.empty(M, N, device=x.device, dtype=x.dtype))
+    xd = TensorDescriptor.from_tensor(x, [TMA_ROWS, BK])  # rows past M read as zeros
+    wd = TensorDescriptor.from_tensor(w, [BN, BK])
+    _tma_kernel[(triton.cdiv(N, BN), split)](xd, wd, out, M, N, k_split // BK, M * N, BM=TMA_ROWS, BN=BN, BK=BK,
+                                             STAGES=stages, OUT_F32=split > 1, num_warps=warps)
     return out
 
 
