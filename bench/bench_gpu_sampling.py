@@ -13,6 +13,7 @@ measured copy bandwidth (and at the datasheet 4.8 TB/s).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import time
 import traceback
@@ -38,7 +39,7 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from services.backend.gpu import decode_attention as da
-from services.backend.gpu import skinny_gemm
+from services.backend.gpu import qwen3, skinny_gemm
 from services.backend.gpu.engine import EngineOptions, StaticEngine
 from services.backend.gpu.logprobs import fused_token_logprobs
 from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
@@ -91,15 +92,26 @@ def engine_run(eng: StaticEngine, specs: list[SampleSpec]):
 def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float,
                  attention: str = "auto", graphs: bool = True, new: int | None = None, tag: str = "",
                  fuse_layers: bool = True, overlap: bool | None = None, gemm: str = "auto",
-                 attn: dict | None = None, **opts):
-    """``attn``: decode_attention's chunking constants for this engine's runs (an earlier default)."""
+                 attn: dict | None = None, pieces: str | None = None, **opts):
+    """``attn``: decode_attention's chunking constants for this engine's runs (an earlier default); ``pieces``:
+    a file holding an earlier version of gpu/decode_pieces, which the model uses for this engine's runs."""
+    if pieces:
+        spec = importlib.util.spec_from_file_location("decode_pieces_earlier", pieces)
+        earlier = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(earlier)
+        saved_pieces, qwen3.decode_pieces = qwen3.decode_pieces, earlier
+        try:
+            return bench_engine(model, shape, R, name, batches, bw, attention, graphs, new, tag, fuse_layers, overlap,
+                                gemm, attn, None, **opts)
+        finally:
+            qwen3.decode_pieces = saved_pieces
     if attn:
         saved = {k: getattr(da, k) for k in attn}
         for k, v in attn.items():
             setattr(da, k, v)
         try:
             return bench_engine(model, shape, R, name, batches, bw, attention, graphs, new, tag, fuse_layers, overlap,
-                                gemm, None, **opts)
+                                gemm, None, None, **opts)
         finally:
             for k, v in saved.items():
                 setattr(da, k, v)
@@ -307,8 +319,9 @@ def main() -> None:
                     help="extra engine runs: bmm/sdpa attention, unfused (issue-20 step), sync (no overlap) at the "
                          "smallest and largest batch; cublas, nosilu (SiLU * up its own kernel), torchchoice (token "
                          "choice compiled from torch), torchpieces (Inductor's qk_rope/add_norm), splitattn (attention "
-                         "chunks at every batch), cublasmid (cuBLAS GEMMs at 17-64 rows), previous (the fourth "
-                         "session's default: as cublasmid) at every batch; nographs; grpo")
+                         "chunks at every batch), cublasmid (cuBLAS GEMMs at 17-64 rows), earlierpieces "
+                         "(--earlier-pieces' decode_pieces), previous (the fourth session's default: cublasmid and "
+                         "--earlier-pieces) at every batch; nographs; grpo")
     ap.add_argument("--other-arch", default="", help="also time the HF fallback sampler on this architecture (llama)")
     ap.add_argument("--other-arch-runs", default="1:32,64:64", help="batch:new_tokens runs of --other-arch")
     ap.add_argument("--other-arch-shape", default="4b")
@@ -321,6 +334,9 @@ def main() -> None:
     ap.add_argument("--profile-dir", default=None, help="write the decode step's profiler tables here (step profile)")
     ap.add_argument("--gemm-configs", default=None, help="skinny_gemm configs (bench_gpu_decode_gemm --write-configs)")
     ap.add_argument("--tma-configs", default=None, help="mm_tma configs (bench_gpu_decode_gemm --write-tma-configs)")
+    ap.add_argument("--earlier-pieces", default=None,
+                    help="an earlier gpu/decode_pieces.py (git show REV:services/backend/gpu/decode_pieces.py) for "
+                         "the previous / earlierpieces variants")
     a = ap.parse_args()
     if a.gemm_configs:
         for bucket, n, k, cfg in json.loads(Path(a.gemm_configs).read_text()):
@@ -365,9 +381,15 @@ def main() -> None:
                             e, _ = bench_engine(model, shape, R, name, batches, bw, gemm="torch", tag="_cublas")
                         elif v == "nosilu":  # SiLU * up in a kernel of its own after the gate/up GEMM
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_nosilu", fuse_silu=False)
-                        elif v in ("previous", "cublasmid"):  # the fourth session's default: cuBLAS GEMMs inside
-                            # compiled pieces at 17-64 rows (gate/up through mm_silu_tma)
-                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag=f"_{v}", tma_gemm=False)
+                        elif v == "previous":  # the fourth session's default: cuBLAS GEMMs inside compiled pieces
+                            # at 17-64 rows (gate/up through mm_silu_tma), its decode_pieces
+                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_previous", tma_gemm=False,
+                                                pieces=a.earlier_pieces)
+                        elif v == "cublasmid":  # cuBLAS GEMMs inside compiled pieces at 17-64 rows
+                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_cublasmid", tma_gemm=False)
+                        elif v == "earlierpieces":  # --earlier-pieces' decode_pieces
+                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_earlierpieces",
+                                                pieces=a.earlier_pieces)
                         elif v == "torchpieces":  # qk_rope / add_norm compiled by Inductor, not decode_pieces
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_torchpieces",
                                                 triton_pieces=False)

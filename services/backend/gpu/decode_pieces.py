@@ -27,28 +27,28 @@ def available() -> bool:
 if triton is not None:
 
     @triton.jit
-    def _load_sum(P, off, split, s_pz, SPLIT: tl.constexpr, DT: tl.constexpr):
-        """A split GEMM's output at ``off``: its float32 partials summed (or its model-dtype output),
-        rounded to the model dtype as skinny_gemm.reduce does, returned in float32."""
-        if SPLIT:
-            acc = tl.load(P + off)
-            for s in range(1, split):
-                acc += tl.load(P + s * s_pz + off)
+    def _load_sum(P, off, split, s_pz, SP: tl.constexpr, DT: tl.constexpr):
+        """A split GEMM's output at ``off``: its float32 partials summed (SP: split rounded up to a power of
+        two; 0 = the model-dtype output of an unsplit GEMM), rounded to the model dtype as skinny_gemm.reduce
+        does, returned in float32. The partials are one load (all in flight at once), not one per split."""
+        if SP > 0:
+            sp = tl.arange(0, SP)
+            acc = tl.sum(tl.load(P + sp[:, None] * s_pz + off[None, :], mask=(sp < split)[:, None], other=0.0), 0)
         else:
             acc = tl.load(P + off).to(tl.float32)
         return acc.to(DT).to(tl.float32)
 
     @triton.jit
     def _qk_rope_kernel(P, QN, KN, COS, SIN, QK, V, split, s_pz, n_out, eps, HQ: tl.constexpr, HKV: tl.constexpr,
-                        D: tl.constexpr, SPLIT: tl.constexpr):
+                        D: tl.constexpr, SP: tl.constexpr):
         r = tl.program_id(0)
         hd = tl.program_id(1)  # q heads, then k heads, then v heads
         DT = QK.dtype.element_ty
         offs = tl.arange(0, D)
-        x = _load_sum(P, r * n_out + hd * D + offs, split, s_pz, SPLIT, DT)
+        x = _load_sum(P, r * n_out + hd * D + offs, split, s_pz, SP, DT)
         if hd < HQ + HKV:
             rot_offs = (offs + D // 2) % D
-            xr = _load_sum(P, r * n_out + hd * D + rot_offs, split, s_pz, SPLIT, DT)
+            xr = _load_sum(P, r * n_out + hd * D + rot_offs, split, s_pz, SP, DT)
             inv = tl.rsqrt(tl.sum(x * x, 0) / D + eps)
             is_q = hd < HQ
             w = tl.where(is_q, tl.load(QN + offs), tl.load(KN + offs)).to(tl.float32)
@@ -63,15 +63,15 @@ if triton is not None:
             tl.store(V + (r * HKV + hd - HQ - HKV) * D + offs, x.to(DT))
 
     @triton.jit
-    def _add_norm_kernel(X, P, W, XO, HO, N, split, s_pz, eps, BLOCK: tl.constexpr, SPLIT: tl.constexpr):
+    def _add_norm_kernel(X, P, W, XO, HO, N, split, s_pz, eps, BLOCK: tl.constexpr, SP: tl.constexpr):
         r = tl.program_id(0)
         DT = XO.dtype.element_ty
         offs = tl.arange(0, BLOCK)
         m = offs < N
-        if SPLIT:
-            acc = tl.load(P + r * N + offs, mask=m, other=0.0)
-            for s in range(1, split):
-                acc += tl.load(P + s * s_pz + r * N + offs, mask=m, other=0.0)
+        if SP > 0:  # as _load_sum: the partials in one load
+            sp = tl.arange(0, SP)
+            pm = (sp < split)[:, None] & m[None, :]
+            acc = tl.sum(tl.load(P + sp[:, None] * s_pz + r * N + offs[None, :], mask=pm, other=0.0), 0)
         else:
             acc = tl.load(P + r * N + offs, mask=m, other=0.0).to(tl.float32)
         x = tl.load(X + r * N + offs, mask=m, other=0.0).to(tl.float32)
@@ -81,6 +81,11 @@ if triton is not None:
         inv = tl.rsqrt(tl.sum(xf * xf, 0) / N + eps)
         w = tl.load(W + offs, mask=m, other=0.0).to(tl.float32)
         tl.store(HO + r * N + offs, (w * (xf * inv).to(DT).to(tl.float32)).to(DT), mask=m)
+
+
+def _sp(split: int, p: torch.Tensor) -> int:
+    """The kernels' SP: the number of partials rounded up to a power of two, 0 for an unsplit GEMM's output."""
+    return triton.next_power_of_2(split) if p.dim() == 3 else 0
 
 
 def qk_rope(p: torch.Tensor, qn: torch.Tensor, kn: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
@@ -93,7 +98,7 @@ def qk_rope(p: torch.Tensor, qn: torch.Tensor, kn: torch.Tensor, cos: torch.Tens
     qk = torch.empty(M, heads + kv_heads, D, device=p.device, dtype=qn.dtype)
     v = torch.empty(M, kv_heads, D, device=p.device, dtype=qn.dtype)
     _qk_rope_kernel[(M, heads + 2 * kv_heads)](p, qn, kn, cos, sin, qk, v, split, M * n_out, n_out, eps, HQ=heads,
-                                               HKV=kv_heads, D=D, SPLIT=p.dim() == 3, num_warps=1)
+                                               HKV=kv_heads, D=D, SP=_sp(split, p), num_warps=1)
     return qk[:, :heads], qk[:, heads:], v
 
 
@@ -104,5 +109,5 @@ def add_norm(x: torch.Tensor, p: torch.Tensor, w: torch.Tensor, eps: float) -> t
     split = p.shape[0] if p.dim() == 3 else 1
     xo, ho = torch.empty_like(x), torch.empty_like(x)
     _add_norm_kernel[(M,)](x, p, w, xo, ho, N, split, M * N, eps, BLOCK=triton.next_power_of_2(N),
-                           SPLIT=p.dim() == 3, num_warps=8)
+                           SP=_sp(split, p), num_warps=8)
     return xo, ho
