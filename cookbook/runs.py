@@ -1,8 +1,11 @@
 """What every `run.sh` mode shares: the run directory, client.log, and the
-services a run needs (started here if not already running, stopped on exit, Ctrl-C included)."""
+services a run needs (started here if not already running, stopped on exit, Ctrl-C included; while other
+runs still use them, handed over to the last of them instead: ``Leases``)."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import logging
 import os
 import signal
@@ -15,8 +18,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from services.common.config import load_config
-from services.common.paths import REPO_ROOT, RUNS_DIR
-from services.common.procs import healthy, stop, wait_healthy
+from services.common.paths import REPO_ROOT, RUNS_DIR, STATE_DIR
+from services.common.procs import healthy, start_time, stop, stop_pid, wait_healthy
 
 log = logging.getLogger("cookbook")
 
@@ -100,9 +103,69 @@ def endpoints(need_sandbox: bool = True) -> Endpoints:
                      sandbox_backend=os.environ.get("LTS_SANDBOX_BACKEND") or h.get("backend") or "local")
 
 
+class Leases:
+    """Runs sharing the services (two experiments at once): every run holds a lease while it uses them
+    (``<dir>/<pid>.json``). A run ending while others still hold theirs hands the services it started over
+    (``handoff.json``: name, PID, start time) instead of stopping them under the others; the last run to end
+    stops its own and the handed-over ones. Decided under a file lock, and a run takes its lease before it
+    looks for running services, so a service is never stopped under a run that found it running."""
+
+    def __init__(self, directory: Path | None = None):
+        self.dir = directory or STATE_DIR / "run-leases"
+        self.me = {"pid": os.getpid(), "start": start_time(os.getpid())}
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / ".lock", "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            yield
+
+    @staticmethod
+    def _alive(rec: dict[str, Any]) -> bool:
+        return start_time(rec["pid"]) == rec["start"]
+
+    def _read(self, path: Path) -> Any:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def acquire(self) -> None:
+        with self._locked():
+            (self.dir / f"{self.me['pid']}.json").write_text(json.dumps(self.me))
+
+    @contextmanager
+    def release(self, started: list[Service]) -> Iterator[tuple[list[dict[str, Any]], list[int]]]:
+        """Drop our lease; yields (the handed-over services to stop now, the PIDs of the runs still using them)
+        with the lock held, so the caller stops them before another run can find them running."""
+        with self._locked():
+            (self.dir / f"{self.me['pid']}.json").unlink(missing_ok=True)
+            others = []
+            for path in self.dir.glob("[0-9]*.json"):
+                rec = self._read(path)
+                if rec is not None and self._alive(rec):
+                    others.append(rec["pid"])
+                else:
+                    path.unlink(missing_ok=True)   # a run that died without releasing its lease
+            handoff = self.dir / "handoff.json"
+            handed = [r for r in (self._read(handoff) or []) if self._alive(r)]
+            if others:
+                mine = [{"name": s.name, "pid": s.proc.pid, "start": start_time(s.proc.pid)}
+                        for s in started if s.proc is not None and s.proc.poll() is None]
+                handoff.write_text(json.dumps(handed + mine))
+                yield [], sorted(others)
+            else:
+                handoff.unlink(missing_ok=True)
+                yield handed, []
+
+
 @contextmanager
-def services(run_dir: Path, ep: Endpoints, need_sandbox: bool = True) -> Iterator[list[str]]:
-    """Start the backend (and the sandbox manager) unless running; stop what we started."""
+def services(run_dir: Path, ep: Endpoints, need_sandbox: bool = True,
+             leases: Leases | None = None) -> Iterator[list[str]]:
+    """Start the backend (and the sandbox manager) unless running; stop what we started, unless other runs
+    still use it (``Leases``)."""
+    leases = leases or Leases()
     py_rt = str(REPO_ROOT / ".venv-runtime" / "bin" / "python")
     started: list[Service] = []  # what we started (the others were already running)
     svcs = [Service("backend", ep.backend_url + "/api/v1/healthz", [py_rt, "-m", "services.backend"],
@@ -111,14 +174,25 @@ def services(run_dir: Path, ep: Endpoints, need_sandbox: bool = True) -> Iterato
         svcs.append(Service("sandbox manager", ep.sandbox_url + "/health",
                             [sys.executable, "-m", "services.sandbox", "admin", "--backend", ep.sandbox_backend],
                             run_dir / "sandbox-admin.log"))
+    leases.acquire()
     try:
         for s in svcs:
             if s.ensure():
                 started.append(s)
         yield [s.name for s in started]
     finally:  # s.proc is set as soon as we spawn it: a signal while it starts up still stops it
-        for s in reversed(svcs):
-            s.stop()
+        with leases.release([s for s in svcs if s.proc is not None]) as (handed, others):
+            if others:
+                names = [s.name for s in svcs if s.proc is not None and s.proc.poll() is None]
+                if names:
+                    log.info("leaving %s running: run(s) %s still use them (the last run to end stops them)",
+                             ", ".join(names), ", ".join(map(str, others)))
+            else:
+                for s in reversed(svcs):
+                    s.stop()
+                for rec in handed:
+                    log.info("stopping %s (pid %d, started by an earlier run)", rec["name"], rec["pid"])
+                    stop_pid(rec["pid"], rec["start"])
 
 
 def install_signal_handlers() -> None:

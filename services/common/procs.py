@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -42,3 +43,29 @@ def stop(proc: subprocess.Popen | None, timeout: float = 30.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time (clock ticks since boot, /proc/<pid>/stat), None when it has ended: with the PID
+    it names one process (a PID alone may be reused)."""
+    try:
+        st = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = st[st.rindex(")") + 2:].split()
+    return None if fields[0] in "ZX" else int(fields[19])   # a zombie has ended (its parent has not reaped it yet)
+
+
+def stop_pid(pid: int, started: int | None, timeout: float = 30.0) -> None:
+    """``stop`` for a process we started but is no longer our child (another run started it and handed it over):
+    only while ``pid`` is still the process that started at ``started``."""
+    if start_time(pid) is None or start_time(pid) != started:
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if start_time(pid) != started:
+            return
+        time.sleep(0.1)
+    if start_time(pid) == started:
+        os.kill(pid, signal.SIGKILL)
