@@ -7,7 +7,7 @@ import subprocess
 import time
 
 from cookbook.runs import Leases, Service
-from services.common.procs import start_time
+from services.common.procs import start_time, stop_pid
 
 
 def _sleeper() -> subprocess.Popen:
@@ -48,7 +48,6 @@ def test_services_outlive_their_starter_while_another_run_uses_them(tmp_path):
 
 
 def test_last_run_stops_a_handed_over_service_by_pid(tmp_path):
-    from services.common.procs import stop_pid
     backend = _sleeper()
     try:
         started = start_time(backend.pid)
