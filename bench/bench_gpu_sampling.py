@@ -39,7 +39,7 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from services.backend.gpu import decode_attention as da
-from services.backend.gpu import qwen3, skinny_gemm
+from services.backend.gpu import qwen3, sampling, skinny_gemm
 from services.backend.gpu.engine import EngineOptions, StaticEngine
 from services.backend.gpu.logprobs import fused_token_logprobs
 from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
@@ -92,9 +92,10 @@ def engine_run(eng: StaticEngine, specs: list[SampleSpec]):
 def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[int], bw: float,
                  attention: str = "auto", graphs: bool = True, new: int | None = None, tag: str = "",
                  fuse_layers: bool = True, overlap: bool | None = None, gemm: str = "auto",
-                 attn: dict | None = None, pieces: str | None = None, **opts):
-    """``attn``: decode_attention's chunking constants for this engine's runs (an earlier default); ``pieces``:
-    a file holding an earlier version of gpu/decode_pieces, which the model uses for this engine's runs."""
+                 consts: dict | None = None, pieces: str | None = None, **opts):
+    """``consts``: {module: {name: value}}, module constants for this engine's runs (an earlier default, e.g.
+    decode_attention's chunking); ``pieces``: a file holding an earlier version of gpu/decode_pieces, which the
+    model uses for this engine's runs."""
     if pieces:
         spec = importlib.util.spec_from_file_location("decode_pieces_earlier", pieces)
         earlier = importlib.util.module_from_spec(spec)
@@ -102,19 +103,20 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
         saved_pieces, qwen3.decode_pieces = qwen3.decode_pieces, earlier
         try:
             return bench_engine(model, shape, R, name, batches, bw, attention, graphs, new, tag, fuse_layers, overlap,
-                                gemm, attn, None, **opts)
+                                gemm, consts, None, **opts)
         finally:
             qwen3.decode_pieces = saved_pieces
-    if attn:
-        saved = {k: getattr(da, k) for k in attn}
-        for k, v in attn.items():
-            setattr(da, k, v)
+    if consts:
+        saved = [(mod, k, getattr(mod, k)) for mod, kv in consts.items() for k in kv]
+        for mod, kv in consts.items():
+            for k, v in kv.items():
+                setattr(mod, k, v)
         try:
             return bench_engine(model, shape, R, name, batches, bw, attention, graphs, new, tag, fuse_layers, overlap,
                                 gemm, None, None, **opts)
         finally:
-            for k, v in saved.items():
-                setattr(da, k, v)
+            for mod, k, v in saved:
+                setattr(mod, k, v)
     new = new or NEW
     eng = StaticEngine(shape, DEV, torch.bfloat16, EngineOptions(max_slots=max(batches), max_context=PROMPT + NEW + 256,
                                                                  attention=attention, cuda_graphs=graphs,
@@ -139,6 +141,7 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
         R.add(bench="sampling", engine=f"static{tag}", attention=eng.model.attention, gemm=eng.model.gemm,
               attn_one_chunk_pairs=da.ONE_CHUNK_PAIRS,
               fuse_silu=eng.opts.fuse_silu, token_choice=eng.token_choice, triton_pieces=eng.model.triton_pieces,
+              choice_fast_math=sampling.FAST_MATH,
               tma_gemm=eng.model.tma_gemm and eng.model.mid_silu is not None,
               graphs=graphs, compiled=eng.model.compiled,
               compile_s=eng.stats.get("compile_s"), shape=name, batch=b, new=new,
@@ -240,7 +243,13 @@ def decode_profile(model, shape: Qwen3Shape, R: Results, name: str, batches: lis
         t_graph = bench(step)
         logits = step()
         one = torch.ones(b, device=DEV)
-        t_choose = bench(partial(eng._choose, logits, one, one.long() - 1, one, tok, tok, eng.vidx, False))
+        choose_args = (logits, one, one.long() - 1, one, tok, tok, eng.vidx, False)
+        t_choose = bench(partial(eng._choose, *choose_args))
+        sampling.FAST_MATH = False  # the kernel with IEEE logarithm and division (same run)
+        try:
+            t_choose_exact = bench(partial(eng._choose, *choose_args))
+        finally:
+            sampling.FAST_MATH = True
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(5):
                 step()
@@ -259,7 +268,7 @@ def decode_profile(model, shape: Qwen3Shape, R: Results, name: str, batches: lis
         rows = sorted(((k, n / 5, us / 5) for k, (n, us) in fam.items()), key=lambda r: -r[2])
         busy = sum(r[2] for r in rows)
         R.add(bench="decode_profile", shape=name, batch=b, ctx_bucket=ctx, graph_step_us=t_graph * 1e6,
-              token_choice_us=t_choose * 1e6,
+              token_choice_us=t_choose * 1e6, token_choice_exact_math_us=t_choose_exact * 1e6,
               kernels_per_step=n_kernels / 5, kernel_busy_us=busy, top=[[k, n, round(us, 1)] for k, n, us in rows[:12]])
         if out_dir:
             with open(f"{out_dir}/decode_profile_{name}_b{b}.txt", "w") as f:
@@ -319,9 +328,10 @@ def main() -> None:
                     help="extra engine runs: bmm/sdpa attention, unfused (issue-20 step), sync (no overlap) at the "
                          "smallest and largest batch; cublas, nosilu (SiLU * up its own kernel), torchchoice (token "
                          "choice compiled from torch), torchpieces (Inductor's qk_rope/add_norm), splitattn (attention "
-                         "chunks at every batch), cublasmid (cuBLAS GEMMs at 17-64 rows), earlierpieces "
-                         "(--earlier-pieces' decode_pieces), previous (the fourth session's default: cublasmid and "
-                         "--earlier-pieces) at every batch; nographs; grpo")
+                         "chunks at every batch), cublasmid (cuBLAS GEMMs at 17-64 "
+                         "rows), earlierpieces (--earlier-pieces' decode_pieces), previous (the fourth session's "
+                         "default: cublasmid, --earlier-pieces, exact-math token choice) at every batch; "
+                         "nographs; grpo")
     ap.add_argument("--other-arch", default="", help="also time the HF fallback sampler on this architecture (llama)")
     ap.add_argument("--other-arch-runs", default="1:32,64:64", help="batch:new_tokens runs of --other-arch")
     ap.add_argument("--other-arch-shape", default="4b")
@@ -382,9 +392,11 @@ def main() -> None:
                         elif v == "nosilu":  # SiLU * up in a kernel of its own after the gate/up GEMM
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_nosilu", fuse_silu=False)
                         elif v == "previous":  # the fourth session's default: cuBLAS GEMMs inside compiled pieces
-                            # at 17-64 rows (gate/up through mm_silu_tma), its decode_pieces
+                            # at 17-64 rows (gate/up through mm_silu_tma), its decode_pieces, token choice with IEEE
+                            # logarithm and division
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_previous", tma_gemm=False,
-                                                pieces=a.earlier_pieces)
+                                                pieces=a.earlier_pieces,
+                                                consts={sampling: {"FAST_MATH": False}})
                         elif v == "cublasmid":  # cuBLAS GEMMs inside compiled pieces at 17-64 rows
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_cublasmid", tma_gemm=False)
                         elif v == "earlierpieces":  # --earlier-pieces' decode_pieces
@@ -394,7 +406,8 @@ def main() -> None:
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_torchpieces",
                                                 triton_pieces=False)
                         elif v == "splitattn":  # the attention split in chunks at every batch (no one-chunk rule)
-                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_splitattn", attn=OLD_CHUNKS)
+                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_splitattn",
+                                                consts={da: OLD_CHUNKS})
                         elif v == "torchchoice":  # token choice by the compiled torch function, not the kernel
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_torchchoice",
                                                 token_choice="torch")

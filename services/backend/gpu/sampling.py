@@ -109,13 +109,16 @@ def available() -> bool:
 
 
 CHUNK = 2048  # vocabulary entries per program of choose_kernel's first pass
+# the Gumbel noise with the hardware's approximate logarithm and the temperature as one reciprocal per row
+# (choose_kernel is bound by its per-entry instructions at 64 rows); False: IEEE logarithm and division
+FAST_MATH = True
 
 
 if triton is not None:
 
     @triton.jit
     def _chunk_kernel(LG, TEMP, TOPK, SEED, STEP, PM, PS, PV, PI, V, n_chunks, s_lg, GOLD, C1, C2, C3,
-                      CH: tl.constexpr):
+                      CH: tl.constexpr, FAST: tl.constexpr):
         r = tl.program_id(0)
         c = tl.program_id(1)
         offs = c * CH + tl.arange(0, CH)
@@ -142,8 +145,12 @@ if triton is not None:
         h = h * 0x846CA68B
         h = h ^ (h >> 16)
         u = ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
-        g = tl.where(greedy, 0.0, -libdevice.log(-libdevice.log(u)))
-        val = tl.where(vmask, lg / t + g, float("-inf"))
+        if FAST:
+            g = tl.where(greedy, 0.0, -libdevice.fast_logf(-libdevice.fast_logf(u)))
+            val = tl.where(vmask, lg * (1.0 / t) + g, float("-inf"))
+        else:
+            g = tl.where(greedy, 0.0, -libdevice.log(-libdevice.log(u)))
+            val = tl.where(vmask, lg / t + g, float("-inf"))
         best = tl.max(val, 0)
         idx = tl.argmax(val, 0)
         row = r * n_chunks + c
@@ -183,7 +190,7 @@ def choose_kernel(logits: torch.Tensor, temp: torch.Tensor, topk: torch.Tensor, 
     tok = torch.empty(b, device=logits.device, dtype=torch.int64)
     lp = torch.empty(b, device=logits.device, dtype=torch.float32)
     _chunk_kernel[(b, n)](logits, temp, topk, seed, step, pm, ps, pv, pi, V, n, logits.stride(0), _GOLD, _C1, _C2,
-                          _C3, CH=CHUNK, num_warps=8)
+                          _C3, CH=CHUNK, FAST=FAST_MATH, num_warps=8)
     _merge_kernel[(b,)](logits, pm, ps, pv, pi, tok, lp, n, logits.stride(0), NP=max(2, triton.next_power_of_2(n)),
                         num_warps=4)
     return tok, lp
