@@ -13,10 +13,10 @@
                    stop tokens/strings, per-token logprobs, CUDA graphs per (batch, context) bucket,
                    and (on CUDA) torch.compile of the elementwise pieces between the matmuls.
 * ``decode_attention.py``  the split-K Triton decode attention (each row read to its own length, the
-                   KV write fused in); ``skinny_gemm.py`` the split-K Triton GEMM of the decode step at
-                   batches up to 16 (cuBLAS above), the gate/up one with SiLU * up in its epilogue (through TMA
-                   up to 64 rows on Hopper); ``decode_pieces.py`` that layer's q/k-norm + rotary and
-                   residual-add + RMSNorm pieces as single Triton launches.
+                   KV write fused in); ``skinny_gemm.py`` the split-K Triton GEMMs of the decode step: up to 16
+                   rows ``mm``, 17-64 rows on Hopper ``mm_tma`` through TMA descriptors (cuBLAS elsewhere), the
+                   gate/up ones with SiLU * up in their epilogue; ``decode_pieces.py`` that layer's q/k-norm +
+                   rotary and residual-add + RMSNorm pieces as single Triton launches.
 * ``train_kernels.py``  Liger's fused RMSNorm/rotary/SwiGLU for training (``engine.training_kernels``).
 * ``logprobs.py``  training-side per-token logprobs with lm_head + float32 log-softmax chunked under
                    checkpointing (memory bounded with a 151,936-token vocabulary), and peft's LoRA

@@ -12,11 +12,12 @@ sampler weights are copied *into* them and captured CUDA graphs stay valid. The 
   reads only those; bmm/sdpa read ``[0, ctx)`` masked). Static shapes for a given
   ``(b, ctx)``, no host synchronisation: graph-capturable. Up to ``skinny_gemm.MAX_ROWS`` rows the
   GEMMs are ``skinny_gemm``'s split-K Triton kernel between compiled elementwise pieces
-  (``gemm: auto`` on CUDA; with ``fuse_silu`` the gate/up GEMM applies SiLU * up itself), above them
-  cuBLAS inside the compiled pieces; up to ``skinny_gemm.TMA_ROWS`` rows on Hopper the gate/up GEMM with
-  SiLU * up is ``skinny_gemm.mm_silu_tma`` between them (``fuse_silu``). With ``triton_pieces`` the
-  split-GEMM layer's q/k-norm + rotary and residual-add + RMSNorm pieces are ``decode_pieces``' single
-  Triton launches instead of Inductor's.
+  (``gemm: auto`` on CUDA; with ``fuse_silu`` the gate/up GEMM applies SiLU * up itself). Up to
+  ``skinny_gemm.TMA_ROWS`` rows on Hopper the same layer with TMA kernels (``tma_gemm``: ``skinny_gemm.mm_tma``
+  split-K, the gate/up GEMM with SiLU * up ``mm_silu_tma``); without ``tma_gemm``, cuBLAS inside compiled
+  pieces cut at ``mm_silu_tma``; above (or elsewhere) cuBLAS inside the compiled pieces. With
+  ``triton_pieces`` the split-GEMM layer's q/k-norm + rotary and residual-add + RMSNorm pieces are
+  ``decode_pieces``' single Triton launches instead of Inductor's.
 
 Numerics follow transformers' Qwen3 (RMSNorm in float32 then cast back before the weight, rotary
 tables computed in float32 and cast to the model dtype, residuals in the model dtype), so logits
