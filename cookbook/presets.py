@@ -52,7 +52,8 @@ PRESETS: dict[str, Preset] = {
     # The multi-turn default (docs/recipes.md "Multi-turn agent preset"): the agent's 8 tools (compact schemas),
     # three turns; the gold trajectory reads the file, edits the wrong line and submits. On the 8 training tasks
     # of datasets/multiturn (held-out split: their renamed twins in other packages). The rest as quickstart,
-    # with 40 RL steps (up to three sampled turns per rollout).
+    # with 40 RL steps (up to three sampled turns per rollout), full fine-tuning and GRPO at lr 2e-3 (LoRA r16
+    # gained +0.23-0.26 on two of three seeds: its adapter sharpens the tiny model's token choices too slowly).
     "agent": Preset(
         help="the embedded tiny default, multi-turn: 8 tools, read -> edit -> submit, 8 tasks of datasets/multiturn",
         agent={"tools": ["bash", "read", "search", "find_file", "list_dir", "edit", "run_test", "submit"],
@@ -62,14 +63,14 @@ PRESETS: dict[str, Preset] = {
         defaults={
             "all": {"rollout_concurrency": 64, "dataset": "multiturn"},
             # sound with bash too under clean grading (the key is the graded patch); not with grading: in-place
-            "train": {"reward_cache": True},
+            "train": {"reward_cache": True, "lora_rank": 0},
             # every task's gold trajectory at >= 30 % (at 15 % a task whose sampled rollouts all fail gives RL
             # only zero-variance groups: one seed never solved is_even in 40 steps, docs/recipes.md)
             "sft": {"learning_rate": 5e-3, "num_steps": 200, "batch_size": 16, "gate_min_gold_p": 0.3,
                     "balance_tasks": 1.0, "eval_every": 2, "eval_from": 40, "eval_n": 32},
             # held-out pass rate (result.json 'heldout') before the first step and after the last, 4 attempts a task;
             # one step off-policy: the next batch's rollouts run while the trainer trains (x1.10-1.19, quickstart)
-            "rl": {"learning_rate": 1e-3, "num_steps": 40, "lr_schedule": "linear", "group_size": 8,
+            "rl": {"learning_rate": 2e-3, "num_steps": 40, "lr_schedule": "linear", "group_size": 8,
                    "groups_per_step": 8, "eval_every": 40, "eval_samples": 4, "max_steps_off_policy": 1},
             "grpo": {"normalize_std": True},
         }),
