@@ -7,7 +7,11 @@ this machine: at most 1 / busy (docs/recipes.md "Async off-policy RL").
 Reads /proc/<pid>/stat of the three processes every 0.5 s while one run goes (children = reaped child
 processes: the sandbox manager's are its sandboxes). Uses the running config/ like bench_async.py.
 
+With ``--max-steps-off-policy K`` the same accounting for the async loop: core-seconds per step
+against the synchronous run's show what overlapping costs in CPU (contention, polling).
+
     .venv-control/bin/python bench/bench_cpu_split.py [--num-steps 15] [--seed 0] [--warm-start TINKER_PATH]
+        [--max-steps-off-policy K]
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--warm-start", default=None, metavar="TINKER_PATH",
                     help="a quickstart sft checkpoint (default: run sft first, not measured)")
+    ap.add_argument("--max-steps-off-policy", type=int, default=0, metavar="K", help="0 = synchronous (default)")
     args = ap.parse_args()
     cli = [sys.executable, "-m", "cookbook.cli"]
     warm = args.warm_start
@@ -91,7 +96,8 @@ def main() -> int:
         warm = json.loads((run_dir / "results" / "sft" / "result.json").read_text())["final_checkpoint"]
     log = tempfile.TemporaryFile("w+")   # the run's output (a pipe could fill while nobody reads it)
     p = subprocess.Popen([*cli, "grpo", "--preset", "quickstart", "--seed", str(args.seed), "--init-from", warm,
-                          "--num-steps", str(args.num_steps)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                          "--num-steps", str(args.num_steps), "--max-steps-off-policy", str(args.max_steps_off_policy)],
+                         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     last: dict[str, tuple[str, tuple[float, float]]] = {}
     timeline: list[tuple[float, dict[str, float], float]] = []   # (time, core-s per part so far, machine busy s)
     while p.poll() is None:
@@ -114,13 +120,14 @@ def main() -> int:
     loop, cores = t1 - t0, os.cpu_count() or 1
     used = {k: b[1][k] - a[1][k] for k in b[1]}
     total = sum(used.values())
-    print(f"{len(steps)} sync GRPO steps: step loop {loop:.1f} s ({loop / len(steps):.2f} s/step) on {cores} cores")
+    kind = f"K={args.max_steps_off_policy}" if args.max_steps_off_policy else "sync"
+    print(f"{len(steps)} {kind} GRPO steps: step loop {loop:.1f} s ({loop / len(steps):.2f} s/step) on {cores} cores")
     for k, v in used.items():
         print(f"  {k:18s} {v:7.1f} core-s")
     machine = (b[2] - a[2]) / (cores * loop)
     print(f"  {'total':18s} {total:7.1f} core-s = {total / len(steps):.2f} per step: the cores "
-          f"{total / (cores * loop):.0%} busy (whole machine, /proc/stat: {machine:.0%}) -> overlap gains at most "
-          f"x{cores * loop / total:.2f}")
+          f"{total / (cores * loop):.0%} busy (whole machine, /proc/stat: {machine:.0%})"
+          + (f" -> overlap gains at most x{cores * loop / total:.2f}" if not args.max_steps_off_policy else ""))
     return 0
 
 
