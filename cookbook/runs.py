@@ -123,9 +123,10 @@ class Leases:
 
     @staticmethod
     def _alive(rec: dict[str, Any]) -> bool:
-        return start_time(rec["pid"]) == rec["start"]
+        return rec["start"] is not None and start_time(rec["pid"]) == rec["start"]
 
-    def _read(self, path: Path) -> Any:
+    @staticmethod
+    def _read(path: Path) -> Any:
         try:
             return json.loads(path.read_text())
         except (OSError, ValueError):
@@ -136,9 +137,10 @@ class Leases:
             (self.dir / f"{self.me['pid']}.json").write_text(json.dumps(self.me))
 
     @contextmanager
-    def release(self, started: list[Service]) -> Iterator[tuple[list[dict[str, Any]], list[int]]]:
+    def release(self, running: list[Service]) -> Iterator[tuple[list[dict[str, Any]], list[int]]]:
         """Drop our lease; yields (the handed-over services to stop now, the PIDs of the runs still using them)
-        with the lock held, so the caller stops them before another run can find them running."""
+        with the lock held, so the caller stops them before another run can find them running. ``running``:
+        the services this run started that still run (handed over when other runs still use them)."""
         with self._locked():
             (self.dir / f"{self.me['pid']}.json").unlink(missing_ok=True)
             others = []
@@ -152,7 +154,7 @@ class Leases:
             handed = [r for r in (self._read(handoff) or []) if self._alive(r)]
             if others:
                 mine = [{"name": s.name, "pid": s.proc.pid, "start": start_time(s.proc.pid)}
-                        for s in started if s.proc is not None and s.proc.poll() is None]
+                        for s in running if s.proc is not None]
                 handoff.write_text(json.dumps(handed + mine))
                 yield [], sorted(others)
             else:
@@ -181,12 +183,12 @@ def services(run_dir: Path, ep: Endpoints, need_sandbox: bool = True,
                 started.append(s)
         yield [s.name for s in started]
     finally:  # s.proc is set as soon as we spawn it: a signal while it starts up still stops it
-        with leases.release([s for s in svcs if s.proc is not None]) as (handed, others):
+        running = [s for s in svcs if s.proc is not None and s.proc.poll() is None]
+        with leases.release(running) as (handed, others):
             if others:
-                names = [s.name for s in svcs if s.proc is not None and s.proc.poll() is None]
-                if names:
+                if running:
                     log.info("leaving %s running: run(s) %s still use them (the last run to end stops them)",
-                             ", ".join(names), ", ".join(map(str, others)))
+                             ", ".join(s.name for s in running), ", ".join(map(str, others)))
             else:
                 for s in reversed(svcs):
                     s.stop()

@@ -59,7 +59,8 @@ def start_time(pid: int) -> int | None:
 def stop_pid(pid: int, started: int | None, timeout: float = 30.0) -> None:
     """``stop`` for a process we started but is no longer our child (another run started it and handed it over):
     only while ``pid`` is still the process that started at ``started``."""
-    if start_time(pid) is None or start_time(pid) != started:
+    now = start_time(pid)
+    if now is None or now != started:
         return
     os.kill(pid, signal.SIGTERM)
     deadline = time.time() + timeout
