@@ -27,15 +27,17 @@ def available() -> bool:
 if triton is not None:
 
     @triton.jit
-    def _load_sum(P, off, split, s_pz, SP: tl.constexpr, DT: tl.constexpr):
-        """A split GEMM's output at ``off``: its float32 partials summed (SP: split rounded up to a power of
-        two; 0 = the model-dtype output of an unsplit GEMM), rounded to the model dtype as skinny_gemm.reduce
-        does, returned in float32. The partials are one load (all in flight at once), not one per split."""
+    def _load_sum(P, off, m, split, s_pz, SP: tl.constexpr, DT: tl.constexpr):
+        """A split GEMM's output at ``off`` (where ``m``; 0 elsewhere): its float32 partials summed (SP: split
+        rounded up to a power of two; 0 = the model-dtype output of an unsplit GEMM), rounded to the model
+        dtype as skinny_gemm.reduce does, returned in float32. The partials are one load (all in flight at
+        once), not one per split."""
         if SP > 0:
             sp = tl.arange(0, SP)
-            acc = tl.sum(tl.load(P + sp[:, None] * s_pz + off[None, :], mask=(sp < split)[:, None], other=0.0), 0)
+            pm = (sp < split)[:, None] & m[None, :]
+            acc = tl.sum(tl.load(P + sp[:, None] * s_pz + off[None, :], mask=pm, other=0.0), 0)
         else:
-            acc = tl.load(P + off).to(tl.float32)
+            acc = tl.load(P + off, mask=m, other=0.0).to(tl.float32)
         return acc.to(DT).to(tl.float32)
 
     @triton.jit
@@ -45,10 +47,11 @@ if triton is not None:
         hd = tl.program_id(1)  # q heads, then k heads, then v heads
         DT = QK.dtype.element_ty
         offs = tl.arange(0, D)
-        x = _load_sum(P, r * n_out + hd * D + offs, split, s_pz, SP, DT)
+        whole = offs < D
+        x = _load_sum(P, r * n_out + hd * D + offs, whole, split, s_pz, SP, DT)
         if hd < HQ + HKV:
             rot_offs = (offs + D // 2) % D
-            xr = _load_sum(P, r * n_out + hd * D + rot_offs, split, s_pz, SP, DT)
+            xr = _load_sum(P, r * n_out + hd * D + rot_offs, whole, split, s_pz, SP, DT)
             inv = tl.rsqrt(tl.sum(x * x, 0) / D + eps)
             is_q = hd < HQ
             w = tl.where(is_q, tl.load(QN + offs), tl.load(KN + offs)).to(tl.float32)
@@ -68,14 +71,9 @@ if triton is not None:
         DT = XO.dtype.element_ty
         offs = tl.arange(0, BLOCK)
         m = offs < N
-        if SP > 0:  # as _load_sum: the partials in one load
-            sp = tl.arange(0, SP)
-            pm = (sp < split)[:, None] & m[None, :]
-            acc = tl.sum(tl.load(P + sp[:, None] * s_pz + r * N + offs[None, :], mask=pm, other=0.0), 0)
-        else:
-            acc = tl.load(P + r * N + offs, mask=m, other=0.0).to(tl.float32)
+        acc = _load_sum(P, r * N + offs, m, split, s_pz, SP, DT)
         x = tl.load(X + r * N + offs, mask=m, other=0.0).to(tl.float32)
-        xn = (x + acc.to(DT).to(tl.float32)).to(DT)
+        xn = (x + acc).to(DT)
         tl.store(XO + r * N + offs, xn, mask=m)
         xf = xn.to(tl.float32)
         inv = tl.rsqrt(tl.sum(xf * xf, 0) / N + eps)
