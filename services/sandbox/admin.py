@@ -170,7 +170,7 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return ok({"backend": manager.backend.name, "sandboxes": len(manager.records), "pool": manager.pool_size(),
-                   "limits": manager.backend.limits_info()})
+                   "limits": manager.backend.limits_info(), "stats": manager.backend.stats()})
 
     async def _start(req: StartRequest, request: Request) -> dict[str, Any]:
         limits = dict(req.limits or {})

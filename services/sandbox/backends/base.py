@@ -98,6 +98,10 @@ class SandboxBackend(abc.ABC):
         """Which resource limits this backend enforces, and how the others fall back (for /health)."""
         return {}
 
+    def stats(self) -> dict[str, Any]:
+        """Counters of this backend's work (for /health)."""
+        return {}
+
     async def shutdown(self) -> None:
         """Destroy every sandbox this backend holds and release its resources."""
         for sid in list(await self.list_live()):

@@ -26,7 +26,7 @@ from services.common.paths import REPO_ROOT, STATE_DIR
 from ..backends.base import ExecOutput, ExecRequest, SandboxBackend, SandboxSpec, SessionOutput
 from ..errors import BadRequest, Conflict, NotFound, SandboxError
 from ..limits import Limits
-from . import cgroups, jail, namespace
+from . import cgroups, fileio, jail, namespace
 from .process import Containment, run_contained
 from .sessions import BashSession
 from .workspace import SCRATCH_DIRS, BaseCache, Workspace, remove_run_dir
@@ -111,6 +111,8 @@ class LocalBackend(SandboxBackend):
         self._lock_fd: int | None = None
         self.layout: jail.HostLayout | None = None
         self.bases: BaseCache | None = None
+        self.files: fileio.FileThreads | None = None   # read_file / write_file without a sandboxed process
+        self.file_ops = {"direct": 0, "sandboxed": 0}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "LocalBackend":
@@ -155,6 +157,9 @@ class LocalBackend(SandboxBackend):
             log.warning("removed leftovers of a previous worker: %s", ", ".join(removed))
         self.bases = BaseCache(self.bases_dir, self.uid, self.gid, chown=self.real_root,
                                max_bytes=self.base_cache_bytes)
+        if self.real_root and fileio.identity_ok():
+            self.files = fileio.FileThreads(self.uid, self.gid)
+            self.files.check()
         self.layout = await asyncio.to_thread(jail.prepare_host_layout, self.root / "host", self.runtime_paths,
                                               self.uid, self.gid, "sandbox")
         log.info("local backend ready (uid %d, cgroups %s, user namespace %s)", self.uid, self.use_cgroups,
@@ -166,6 +171,11 @@ class LocalBackend(SandboxBackend):
             info["enforced"] = []
             info["fallback"] = {k: cgroups.FALLBACK[k] for k in cgroups.LIMITS}
         return info
+
+    def stats(self) -> dict[str, Any]:
+        """file_ops: read_file / write_file answered by the manager itself ("direct") or by ``cat`` in the
+        sandbox ("sandboxed": no direct path, or one the direct path left to the sandbox)."""
+        return {"file_ops": dict(self.file_ops), "direct_files": self.files is not None}
 
     def _log_limits(self) -> None:
         info = self.limits_info()
@@ -191,6 +201,9 @@ class LocalBackend(SandboxBackend):
 
     async def shutdown(self) -> None:
         await super().shutdown()
+        if self.files:
+            self.files.shutdown()
+            self.files = None
         if self.layout:
             hop_root = self.layout.dir / "runtime"
             if hop_root.exists():
@@ -324,6 +337,37 @@ class LocalBackend(SandboxBackend):
         finally:
             if sb.cgroups:
                 await asyncio.to_thread(sb.cgroups.kill_unit, unit)
+
+    async def read_file(self, sandbox_id: str, path: str, max_bytes: int) -> bytes:
+        where = self._direct(sandbox_id, path)
+        if where and self.files:
+            try:
+                data = await asyncio.wrap_future(self.files.pool.submit(fileio.read, *where, max_bytes))
+                self.file_ops["direct"] += 1
+                return data
+            except fileio.Fallback:
+                pass
+        self.file_ops["sandboxed"] += 1
+        return await super().read_file(sandbox_id, path, max_bytes)
+
+    async def write_file(self, sandbox_id: str, path: str, data: bytes, mode: int | None = None) -> None:
+        where = self._direct(sandbox_id, path)
+        if where and self.files:
+            max_file = self._get(sandbox_id).limits.file_size_mb * 1024 * 1024
+            try:
+                await asyncio.wrap_future(self.files.pool.submit(fileio.write, *where, data, mode, max_file))
+                self.file_ops["direct"] += 1
+                return
+            except fileio.Fallback:
+                pass
+        self.file_ops["sandboxed"] += 1
+        await super().write_file(sandbox_id, path, data, mode)
+
+    def _direct(self, sandbox_id: str, path: str) -> tuple[Path, list[str]] | None:
+        """Where the manager can read or write ``path`` itself (fileio.py), else None."""
+        if self.files is None:
+            return None
+        return fileio.host_location(self._get(sandbox_id).workspace.run_dir, path)
 
     async def create_session(self, sandbox_id: str, session: str, env: dict[str, str] | None = None,
                              startup_source: list[str] | None = None) -> str:
