@@ -54,6 +54,7 @@ class Tenants:
         self._lock = threading.Lock()
         self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")   # as store.py: no fsync per future claimed (0.27 -> 0.02 ms)
         self.db.execute("CREATE TABLE IF NOT EXISTS owners (kind TEXT, id TEXT, owner TEXT, PRIMARY KEY (kind, id))")
 
     def caller(self, key: str | None) -> Caller | None:
