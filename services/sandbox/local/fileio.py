@@ -110,18 +110,26 @@ def _open_dir(root: Path, parts: list[str], create: bool) -> int:
     return fd
 
 
-def read(root: Path, parts: list[str], max_bytes: int) -> bytes:
-    """The file's bytes; ``Fallback`` for anything but a readable regular file of at most ``max_bytes``."""
-    dfd = _open_dir(root, parts[:-1], create=False)
+def _open_file(root: Path, parts: list[str], flags: int, create_dirs: bool) -> int:
+    """A descriptor of the regular file ``root/parts...`` opened with ``flags`` (never through a symlink,
+    never blocking on a FIFO); ``Fallback`` for anything else."""
+    dfd = _open_dir(root, parts[:-1], create=create_dirs)
     try:
-        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
-    except OSError as e:
+        fd = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666, dir_fd=dfd)
+    except OSError as e:   # a symlink, a FIFO without a reader (ENXIO), a directory, no permission
         raise Fallback(str(e)) from None
     finally:
         os.close(dfd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Fallback("not a regular file")
+    return fd
+
+
+def read(root: Path, parts: list[str], max_bytes: int) -> bytes:
+    """The file's bytes; ``Fallback`` for anything but a readable regular file of at most ``max_bytes``."""
+    fd = _open_file(root, parts, os.O_RDONLY, create_dirs=False)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Fallback("not a regular file")
         chunks, size = [], 0
         while size <= max_bytes:
             chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
@@ -141,17 +149,8 @@ def write(root: Path, parts: list[str], data: bytes, mode: int | None, max_file_
     sandboxed ``cat >`` would follow a symlink or could fail (it then answers with its own error)."""
     if len(data) > max_file_bytes:
         raise Fallback("larger than the sandbox's file size limit")
-    dfd = _open_dir(root, parts[:-1], create=True)
+    fd = _open_file(root, parts, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, create_dirs=True)
     try:
-        fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     0o666, dir_fd=dfd)
-    except OSError as e:   # a symlink, a FIFO without a reader (ENXIO), a directory, no permission
-        raise Fallback(str(e)) from None
-    finally:
-        os.close(dfd)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Fallback("not a regular file")
         view = memoryview(data)
         while view:
             n = os.write(fd, view)
