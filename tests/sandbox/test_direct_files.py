@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from services.sandbox.client import SandboxManagerClient
+from services.sandbox.errors import PayloadTooLarge
 from services.sandbox.local import fileio
 
 from .conftest import SANDBOX_UID, requires_bwrap, requires_root, run
@@ -46,6 +47,9 @@ def test_read_write_without_a_process(admin, base_repo):
                 await sb.write_file("/workspace/new/deep/file.py", "x = 1\n")
                 await sb.write_file("/workspace/pkg/__init__.py", "def add(a, b):\n    return a - b\n")
                 await sb.write_file("/tmp/run.sh", "echo hi\n", mode=0o755)
+                await sb.write_file("/tmp/big.txt", "x" * (1536 * 1024))   # above the admin's 1 MB read cap
+                with pytest.raises(PayloadTooLarge, match="/tmp/big.txt is larger than"):
+                    await sb.read_file("/tmp/big.txt")
                 after = _file_ops(admin)
                 inside = await sb.run("cat /workspace/new/deep/file.py /workspace/pkg/__init__.py; /tmp/run.sh; "
                                       "stat -c '%u %a %n' /workspace/new /workspace/new/deep/file.py /tmp/run.sh; "
@@ -55,7 +59,7 @@ def test_read_write_without_a_process(admin, base_repo):
                 await sb.close()
 
     before, after, inside = run(go())
-    assert after["direct"] - before["direct"] == 4 and after["sandboxed"] == before["sandboxed"]
+    assert after["direct"] - before["direct"] == 6 and after["sandboxed"] == before["sandboxed"]
     out = inside.output
     assert "x = 1\n" in out and "return a - b" in out and "hi\n" in out
     assert f"{SANDBOX_UID} 755 /workspace/new\n" in out          # mkdir -p as the sandbox user, umask 022

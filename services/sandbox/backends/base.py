@@ -169,7 +169,7 @@ class SandboxBackend(abc.ABC):
         if out.exit_code != 0:
             raise BadRequest(f"cannot read {path}: {out.stderr.decode(errors='replace').strip()}")
         if out.truncated:
-            raise PayloadTooLarge(f"{path} is larger than {max_bytes} bytes")
+            raise too_large(path, max_bytes)
         return out.stdout
 
     async def write_file(self, sandbox_id: str, path: str, data: bytes, mode: int | None = None) -> None:
@@ -188,6 +188,11 @@ class SandboxBackend(abc.ABC):
         out = await self.exec(sandbox_id, ExecRequest(argv=bash(cmd), stdin=tar_bytes, timeout=300, merge_stderr=True))
         if out.exit_code != 0:
             raise BadRequest(f"cannot extract into {target_dir}: {out.stdout.decode(errors='replace').strip()}")
+
+
+def too_large(path: str, max_bytes: int) -> PayloadTooLarge:
+    """The answer to a read of a file above the read cap (every backend's words)."""
+    return PayloadTooLarge(f"{path} is larger than {max_bytes} bytes")
 
 
 def _session_dir(session: str) -> str:

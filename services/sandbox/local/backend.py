@@ -17,13 +17,14 @@ import os
 import resource
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from services.common.paths import REPO_ROOT, STATE_DIR
 
-from ..backends.base import ExecOutput, ExecRequest, SandboxBackend, SandboxSpec, SessionOutput
+from ..backends.base import ExecOutput, ExecRequest, SandboxBackend, SandboxSpec, SessionOutput, too_large
 from ..errors import BadRequest, Conflict, NotFound, SandboxError
 from ..limits import Limits
 from . import cgroups, fileio, jail, namespace
@@ -339,35 +340,32 @@ class LocalBackend(SandboxBackend):
                 await asyncio.to_thread(sb.cgroups.kill_unit, unit)
 
     async def read_file(self, sandbox_id: str, path: str, max_bytes: int) -> bytes:
-        where = self._direct(sandbox_id, path)
-        if where and self.files:
-            try:
-                data = await asyncio.wrap_future(self.files.pool.submit(fileio.read, *where, max_bytes))
-                self.file_ops["direct"] += 1
-                return data
-            except fileio.Fallback:
-                pass
-        self.file_ops["sandboxed"] += 1
-        return await super().read_file(sandbox_id, path, max_bytes)
+        try:
+            return await self._direct(sandbox_id, path, fileio.read, max_bytes)
+        except fileio.TooLarge:
+            self.file_ops["direct"] += 1   # answered here: no second read of it in the sandbox
+            raise too_large(path, max_bytes) from None
+        except fileio.Fallback:
+            self.file_ops["sandboxed"] += 1
+            return await super().read_file(sandbox_id, path, max_bytes)
 
     async def write_file(self, sandbox_id: str, path: str, data: bytes, mode: int | None = None) -> None:
-        where = self._direct(sandbox_id, path)
-        if where and self.files:
-            max_file = self._get(sandbox_id).limits.file_size_mb * 1024 * 1024
-            try:
-                await asyncio.wrap_future(self.files.pool.submit(fileio.write, *where, data, mode, max_file))
-                self.file_ops["direct"] += 1
-                return
-            except fileio.Fallback:
-                pass
-        self.file_ops["sandboxed"] += 1
-        await super().write_file(sandbox_id, path, data, mode)
+        max_file = self._get(sandbox_id).limits.file_size_mb * 1024 * 1024
+        try:
+            await self._direct(sandbox_id, path, fileio.write, data, mode, max_file)
+        except fileio.Fallback:
+            self.file_ops["sandboxed"] += 1
+            await super().write_file(sandbox_id, path, data, mode)
 
-    def _direct(self, sandbox_id: str, path: str) -> tuple[Path, list[str]] | None:
-        """Where the manager can read or write ``path`` itself (fileio.py), else None."""
-        if self.files is None:
-            return None
-        return fileio.host_location(self._get(sandbox_id).workspace.run_dir, path)
+    async def _direct(self, sandbox_id: str, path: str, op: Callable[..., Any], *args: Any) -> Any:
+        """``op(host dir, components, *args)`` on the file threads (fileio.py); ``fileio.Fallback`` where
+        the sandbox itself must answer (no file threads, a path outside its own trees, or ``op``'s word)."""
+        where = fileio.host_location(self._get(sandbox_id).workspace.run_dir, path) if self.files else None
+        if where is None or self.files is None:
+            raise fileio.Fallback(path)
+        result = await asyncio.wrap_future(self.files.pool.submit(op, *where, *args))
+        self.file_ops["direct"] += 1
+        return result
 
     async def create_session(self, sandbox_id: str, session: str, env: dict[str, str] | None = None,
                              startup_source: list[str] | None = None) -> str:

@@ -40,6 +40,10 @@ class Fallback(Exception):
     """The fast path cannot answer this request: run it inside the sandbox."""
 
 
+class TooLarge(Exception):
+    """The file is above the read cap (answered as such, without reading it again in the sandbox)."""
+
+
 def host_location(run_dir: Path, path: str) -> tuple[Path, list[str]] | None:
     """(host directory, components below it) of an absolute, normalised sandbox ``path`` in one of the
     sandbox's own writable trees; None for anything else (the read-only system binds, /proc...)."""
@@ -71,7 +75,6 @@ class FileThreads:
     """Two threads with the sandbox user's file-system identity, for every sandbox of one backend."""
 
     def __init__(self, uid: int, gid: int):
-        self.uid, self.gid = uid, gid
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sandbox-files",
                                        initializer=_set_identity, initargs=(uid, gid))
 
@@ -127,7 +130,8 @@ def _open_file(root: Path, parts: list[str], flags: int, create_dirs: bool) -> i
 
 
 def read(root: Path, parts: list[str], max_bytes: int) -> bytes:
-    """The file's bytes; ``Fallback`` for anything but a readable regular file of at most ``max_bytes``."""
+    """The file's bytes; ``TooLarge`` above ``max_bytes``, ``Fallback`` for anything but a readable regular
+    file."""
     fd = _open_file(root, parts, os.O_RDONLY, create_dirs=False)
     try:
         chunks, size = [], 0
@@ -138,7 +142,7 @@ def read(root: Path, parts: list[str], max_bytes: int) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
         if size > max_bytes:
-            raise Fallback("larger than max_bytes")   # the sandboxed path reports it (PayloadTooLarge)
+            raise TooLarge()
         return b"".join(chunks)
     finally:
         os.close(fd)
