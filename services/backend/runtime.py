@@ -36,7 +36,7 @@ from . import checkpoint_io, losses, sampler
 from .codec import FwdBwdRequest
 from .errors import NotFound
 from .gpu import train_kernels
-from .gpu.glue import StaticSampling, wanted
+from .gpu.glue import make_sampling
 from .logprobs import microbatch_loss, microbatches
 from .models import BaseModel, SamplerWeights, TrainableModel, enable_grad_ckpt, set_threads
 from .runtime_api import Poll, RuntimeAPI, TrainConfig
@@ -85,8 +85,9 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
         for b in self.bases.values():
             train_kernels.apply(b.hf, self.training_kernels, self._kernels_strict)
         # Sampling engine: the static-KV-cache engine (services/backend/gpu) on CUDA, or where
-        # engine.sampler is 'static'; the HF DynamicCache sampler otherwise.
-        self.static = StaticSampling(sampler_options, max_batch_sequences) if wanted(sampler, device) else None
+        # engine.sampler is 'static'; vLLM where it is 'vllm' (gpu/vllm_sampler.py); the HF
+        # DynamicCache sampler otherwise.
+        self.sampling = make_sampling(sampler, device, sampler_options, max_batch_sequences)
         if self.gradient_checkpointing:
             for b in self.bases.values():
                 enable_grad_ckpt(b.hf)
@@ -236,7 +237,7 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
         """Nothing of this runtime outlives the process."""
 
     def pauses_sampling(self) -> bool:
-        return self.static is None  # the HF sampler pauses chunks; the static engine batches continuously
+        return self.sampling is None  # the HF sampler pauses chunks; the static engine and vLLM batch themselves
 
     def sample(self, base_model: str, weights_key: str | None, specs: list[sampler.SampleSpec],
                poll: Poll | None = None) -> list[sampler.SampleResult]:
@@ -252,7 +253,7 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
             self.samplers.move_to_end(weights_key)
             if sw.module is not None:
                 module, ctx = sw.module, None
-            elif self.merge_lora_sampling and self.static is None:
+            elif self.merge_lora_sampling and self.sampling is None:
                 module, ctx = base.merged_module(sw.adapter), None
             else:
                 module, ctx = base.forward_module(sw.adapter)
@@ -263,8 +264,8 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
                         return sampler.generate(module, base.tokenizer, sp, base.device, self.max_batch_sequences)
                 return sampler.generate(module, base.tokenizer, sp, base.device, self.max_batch_sequences)
 
-        if self.static is not None:  # specs longer than the static cache fall back to hf_generate
+        if self.sampling is not None:  # specs longer than the engine's context fall back to hf_generate
             weights = None if weights_key is None else sw
-            return self.static.sample(base, weights_key, weights, specs, hf_generate, poll=poll)
+            return self.sampling.sample(base, weights_key, weights, specs, hf_generate, poll=poll)
         return hf_generate(specs)
 

@@ -2,7 +2,8 @@
 
     .venv-runtime/bin/python tests/gpu/runtime_static_check.py [DEVICE DTYPE TOL [SAMPLER [MERGE]]]
 
-SAMPLER is static (default) or hf; MERGE (1/0) folds LoRA snapshots into a plain copy for sampling
+SAMPLER is static (default), hf or vllm (vLLM itself on a GPU; the CPU contract test puts
+tests/gpu/fake_vllm first on PYTHONPATH); MERGE (1/0) folds LoRA snapshots into a plain copy for sampling
 (``merge_lora_sampling``).
 
 A LoRA model and a full fine-tuned model take one cross-entropy step; their sampler snapshots
@@ -44,7 +45,7 @@ def main(device: str = "cpu", dtype: str = "float32", model: str | None = None, 
     with tempfile.TemporaryDirectory() as tmp:
         rt = Runtime([{"name": "m", "path": path}], Path(tmp), device=device, dtype=dtype, sampler=sampler,
                      sampler_options={"max_slots": 8, "max_context": 512}, merge_lora_sampling=merge)
-        assert (rt.static is not None) == (sampler == "static")
+        assert (rt.sampling is not None) == (sampler in ("static", "vllm"))
         rng = np.random.default_rng(0)
         seq = rng.integers(0, 8000, size=33)
         d = Datum(seq[:-1], {"target_tokens": seq[1:], "weights": np.ones(32, np.float32)})
@@ -100,7 +101,10 @@ def main(device: str = "cpu", dtype: str = "float32", model: str | None = None, 
         # base weights again after snapshots (the engine reloads them)
         again = rt.sample("m", None, [spec])[0]
         assert [s[0] for s in again.sequences] == [s[0] for s in base_res.sequences]
-        stats = rt.static.engines["m"].stats if rt.static else {"merged": rt.bases["m"]._merged is not None}
+        if rt.sampling is None:
+            stats = {"merged": rt.bases["m"]._merged is not None}
+        else:
+            stats = getattr(rt.sampling, "stats", None) or rt.sampling.engines["m"].stats
         print("OK", {"device": device, "dtype": dtype, "sampler": sampler, "max_abs_logprob_err": worst, **stats})
 
 

@@ -38,16 +38,24 @@ import torch
 
 from .engine import EngineOptions, StaticEngine
 from .qwen3 import Qwen3Shape
+from .vllm_sampler import VllmSampling  # imports vllm only when used
 
 log = logging.getLogger("backend.gpu")
 
 
 def wanted(mode: str | None, device: str) -> bool:
-    """engine.sampler: 'static' | 'hf' | 'auto' (static on CUDA, HF on CPU)."""
+    """engine.sampler: 'static' | 'hf' | 'vllm' | 'auto' (static on CUDA, HF on CPU): is it the static engine?"""
     mode = (mode or "auto").lower()
-    if mode not in ("auto", "static", "hf"):
-        raise ValueError(f"engine.sampler must be auto, static or hf, got {mode!r}")
+    if mode not in ("auto", "static", "hf", "vllm"):
+        raise ValueError(f"engine.sampler must be auto, static, hf or vllm, got {mode!r}")
     return mode == "static" or (mode == "auto" and str(device).startswith("cuda"))
+
+
+def make_sampling(mode: str | None, device: str, options: dict[str, Any] | None, default_slots: int):
+    """The runtime's sampling engine for engine.sampler, or None for the HF sampler."""
+    if (mode or "auto").lower() == "vllm":
+        return VllmSampling(options, default_slots)
+    return StaticSampling(options, default_slots) if wanted(mode, device) else None
 
 
 def size_options(shape: Qwen3Shape, device: torch.device, dtype: torch.dtype, model_context: int,
