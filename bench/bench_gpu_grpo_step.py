@@ -155,6 +155,8 @@ def main() -> None:
     ap.add_argument("--ray", action="store_true", help="engine.ray: 1 trainer rank + 1 sampler replica on the one GPU")
     ap.add_argument("--alloc-conf", default=None, help="PYTORCH_CUDA_ALLOC_CONF for the backend process")
     ap.add_argument("--training-kernels", default="auto", help="engine.training_kernels: auto (Liger on CUDA) | none")
+    ap.add_argument("--sampler", default="auto", help="engine.sampler: auto (the static engine on CUDA) | vllm | hf")
+    ap.add_argument("--sampler-options", default="{}", help="JSON merged into engine.sampler_options")
     a = ap.parse_args()
     R = Results(a.json)
     R.add(bench="env", **env_info())
@@ -168,7 +170,9 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     ps = prompts(tok, a.groups)
     proc = start_backend(model_dir, tmp / "state", port, key, name,
-                         {"sampler_options": {"max_slots": a.groups * a.group_size, "max_context": 2048},
+                         {"sampler": a.sampler,
+                          "sampler_options": {"max_slots": a.groups * a.group_size, "max_context": 2048,
+                                              **json.loads(a.sampler_options)},
                           "gradient_checkpointing": not a.no_grad_ckpt,
                           "max_tokens_per_microbatch": a.micro_batch_tokens,
                           "max_sampler_snapshots": a.max_sampler_snapshots, "training_kernels": a.training_kernels,

@@ -59,6 +59,7 @@ def llama_config(shape: str) -> LlamaConfig:
 
 def model_dir(cfg, tok_dir: Path) -> Path:
     out = Path(tempfile.mkdtemp(prefix="vllm-bench-"))
+    cfg.architectures = ["Qwen3ForCausalLM" if cfg.model_type == "qwen3" else "LlamaForCausalLM"]
     cfg.save_pretrained(str(out))
     for f in ("tokenizer_config.json", "chat_template.jinja"):
         if (tok_dir / f).exists():

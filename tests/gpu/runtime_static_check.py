@@ -3,7 +3,8 @@
     .venv-runtime/bin/python tests/gpu/runtime_static_check.py [DEVICE DTYPE TOL [SAMPLER [MERGE]]]
 
 SAMPLER is static (default), hf or vllm (vLLM itself on a GPU; the CPU contract test puts
-tests/gpu/fake_vllm first on PYTHONPATH); MERGE (1/0) folds LoRA snapshots into a plain copy for sampling
+tests/gpu/fake_vllm first on PYTHONPATH);
+CHECK_SAMPLER_OPTIONS (JSON) adds sampler options; MERGE (1/0) folds LoRA snapshots into a plain copy for sampling
 (``merge_lora_sampling``).
 
 A LoRA model and a full fine-tuned model take one cross-entropy step; their sampler snapshots
@@ -15,6 +16,8 @@ same tokens, and differ from the base model's; a snapshot keeps its weights afte
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -43,8 +46,9 @@ def main(device: str = "cpu", dtype: str = "float32", model: str | None = None, 
          sampler: str = "static", merge: bool = False) -> None:
     path = model or str(ROOT / "models" / "qwen3-tiny-xs")
     with tempfile.TemporaryDirectory() as tmp:
+        opts = {"max_slots": 8, "max_context": 512, **json.loads(os.environ.get("CHECK_SAMPLER_OPTIONS", "{}"))}
         rt = Runtime([{"name": "m", "path": path}], Path(tmp), device=device, dtype=dtype, sampler=sampler,
-                     sampler_options={"max_slots": 8, "max_context": 512}, merge_lora_sampling=merge)
+                     sampler_options=opts, merge_lora_sampling=merge)
         assert (rt.sampling is not None) == (sampler in ("static", "vllm"))
         rng = np.random.default_rng(0)
         seq = rng.integers(0, 8000, size=33)

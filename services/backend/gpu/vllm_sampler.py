@@ -28,6 +28,7 @@ torch (vllm 0.20-0.26 pin torch 2.11.0); docs/performance.md says what was run a
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import time
@@ -138,6 +139,8 @@ class VllmSampling:
 
     def _vllm(self):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the push reads this process's tensors
+        if importlib.util.find_spec("flashinfer") is None:  # vLLM's sampler would import it
+            os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
         try:
             import vllm  # noqa: PLC0415 (optional: only this sampler needs it)
         except ImportError as e:
@@ -159,6 +162,7 @@ class VllmSampling:
                   max_num_seqs=int(self.options.get("max_slots") or self.default_slots),
                   gpu_memory_utilization=float(self.options.get("gpu_memory_utilization", 0.3)))
         kw.setdefault("seed", 0)
+        kw.setdefault("runner", "generate")  # a config without "architectures" would not be taken as a causal LM
         if getattr(base.hf.config, "tie_word_embeddings", False):
             # A LoRA snapshot's merged lm_head differs from its merged embedding: vLLM keeps both.
             kw["hf_overrides"] = {**kw.get("hf_overrides", {}), "tie_word_embeddings": False}
