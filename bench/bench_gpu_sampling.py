@@ -142,7 +142,7 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
               attn_one_chunk_pairs=da.ONE_CHUNK_PAIRS,
               fuse_silu=eng.opts.fuse_silu, token_choice=eng.token_choice, triton_pieces=eng.model.triton_pieces,
               choice_fast_math=sampling.FAST_MATH,
-              tma_gemm=eng.model.tma_gemm and eng.model.mid_silu is not None,
+              tma_gemm=eng.model.tma_gemm and eng.model.mid_silu is not None, pdl_gemm=eng.model.pdl_gemm,
               graphs=graphs, compiled=eng.model.compiled,
               compile_s=eng.stats.get("compile_s"), shape=name, batch=b, new=new,
               tok_s=toks / t, decode_tok_s=dec_tok_s, step_ms=1e3 * step_s, prefill_s=st["prefill_s"], total_s=t,
@@ -330,8 +330,8 @@ def main() -> None:
                          "choice compiled from torch), torchpieces (Inductor's qk_rope/add_norm), splitattn (attention "
                          "chunks at every batch), cublasmid (cuBLAS GEMMs at 17-64 "
                          "rows), earlierpieces (--earlier-pieces' decode_pieces), previous (the fourth session's "
-                         "default: cublasmid, --earlier-pieces, exact-math token choice) at every batch; "
-                         "nographs; grpo")
+                         "default: cublasmid, --earlier-pieces, exact-math token choice), nopdl (pdl_gemm off: the "
+                         "17-64-row layer's kernels in plain stream order) at every batch; nographs; grpo")
     ap.add_argument("--other-arch", default="", help="also time the HF fallback sampler on this architecture (llama)")
     ap.add_argument("--other-arch-runs", default="1:32,64:64", help="batch:new_tokens runs of --other-arch")
     ap.add_argument("--other-arch-shape", default="4b")
@@ -397,6 +397,8 @@ def main() -> None:
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_previous", tma_gemm=False,
                                                 pieces=a.earlier_pieces,
                                                 consts={sampling: {"FAST_MATH": False}})
+                        elif v == "nopdl":  # the 17-64-row layer's kernels launched in plain stream order
+                            e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_nopdl", pdl_gemm=False)
                         elif v == "cublasmid":  # cuBLAS GEMMs inside compiled pieces at 17-64 rows
                             e, _ = bench_engine(model, shape, R, name, batches, bw, tag="_cublasmid", tma_gemm=False)
                         elif v == "earlierpieces":  # --earlier-pieces' decode_pieces

@@ -89,19 +89,34 @@ def test_split_gemm_decode_matches_hf(hf, monkeypatch, split, fuse_silu):
         _decode_matches(m, ids, ref, steps=6)
 
 
-@pytest.mark.parametrize("tma_gemm", [False, True])
-def test_mid_rows_decode_matches_hf(hf, monkeypatch, tma_gemm):
+@pytest.mark.parametrize("tma_gemm,pdl_gemm", [(False, False), (True, False), (True, True)])
+def test_mid_rows_decode_matches_hf(hf, monkeypatch, tma_gemm, pdl_gemm):
     """Batches between the split-K GEMM's rows and mm_silu_tma's, on CPU with the kernels' torch references:
     HF's logits. Without tma_gemm cuBLAS pieces cut at the gate/up GEMM (which runs between them with SiLU *
-    up); with it every GEMM split-K (mm_tma's partials, here 3 splits) between the split layer's pieces."""
+    up); with it every GEMM split-K (mm_tma's partials, here 3 splits) between the split layer's pieces; with
+    pdl_gemm every GEMM by the pdl kernels (here 2 splits) between the pieces launched as their dependents."""
     m = StaticQwen3(Qwen3Shape.from_hf_config(hf.config), "cpu", torch.float32, 4, 256, "bmm", True,
-                    tma_gemm=tma_gemm)
+                    tma_gemm=tma_gemm, pdl_gemm=pdl_gemm)
+    assert not m.pdl_gemm  # no TMA kernels on CPU: set below
     m.load(Qwen3Parts(hf))
     m.gemm, m.attention, m.mid_silu = "triton", "triton", skinny_gemm.mm_silu_reference
     m.mid_mm = partial(skinny_gemm.mm_reference, split=3)
+    calls = {"mm": 0, "silu": 0}
+
+    def counted(name, f):
+        def g(*a):
+            calls[name] = calls.get(name, 0) + 1
+            return f(*a)
+        return g
+
+    m.pdl_gemm = pdl_gemm
+    m.mid_mm_pdl = counted("mm", partial(skinny_gemm.mm_reference, split=2))
+    m.mid_silu_pdl = counted("silu", skinny_gemm.mm_silu_reference)
+    if pdl_gemm:  # the plain GEMMs must not run
+        m.mid_silu = counted("plain_silu", skinny_gemm.mm_silu_reference)
     if tma_gemm:  # each variant must take its own path
         m._decode_mid = None
-    else:
+    if not tma_gemm or pdl_gemm:
         m.mid_mm = None
     monkeypatch.setattr(skinny_gemm, "MAX_ROWS", 2)  # the test's 3 rows: above the split-K rows, within TMA_ROWS
     monkeypatch.setattr(decode_attention, "attend", decode_attention.attend_reference)
@@ -110,6 +125,8 @@ def test_mid_rows_decode_matches_hf(hf, monkeypatch, tma_gemm):
     with torch.no_grad():
         ref = hf(input_ids=ids).logits
         _decode_matches(m, ids, ref, steps=6)
+    L = m.shape.layers
+    assert calls == ({"mm": 6 * (3 * L + 1), "silu": 6 * L} if pdl_gemm else {"mm": 0, "silu": 0}), calls
 
 
 def test_sampled_logprobs_match_trainer_and_limits(hf, tok):

@@ -16,6 +16,7 @@ import torch
 try:  # Triton ships with CUDA builds of torch; CPU-only installs have none
     import triton
     import triton.language as tl
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 except ImportError:  # pragma: no cover - depends on the install
     triton = None
 
@@ -42,7 +43,9 @@ if triton is not None:
 
     @triton.jit
     def _qk_rope_kernel(P, QN, KN, COS, SIN, QK, V, split, s_pz, n_out, eps, HQ: tl.constexpr, HKV: tl.constexpr,
-                        D: tl.constexpr, SP: tl.constexpr):
+                        D: tl.constexpr, SP: tl.constexpr, PDL: tl.constexpr = False):
+        if PDL:  # launched as the GEMM's programmatic dependent: its partials are complete after this
+            gdc_wait()
         r = tl.program_id(0)
         hd = tl.program_id(1)  # q heads, then k heads, then v heads
         DT = QK.dtype.element_ty
@@ -66,7 +69,11 @@ if triton is not None:
             tl.store(V + (r * HKV + hd - HQ - HKV) * D + offs, x.to(DT))
 
     @triton.jit
-    def _add_norm_kernel(X, P, W, XO, HO, N, split, s_pz, eps, BLOCK: tl.constexpr, SP: tl.constexpr):
+    def _add_norm_kernel(X, P, W, XO, HO, N, split, s_pz, eps, BLOCK: tl.constexpr, SP: tl.constexpr,
+                         PDL: tl.constexpr = False):
+        if PDL:
+            gdc_launch_dependents()  # the next GEMM may start (it waits for this kernel before reading XO/HO)
+            gdc_wait()  # launched as the GEMM's programmatic dependent: its partials are complete after this
         r = tl.program_id(0)
         DT = XO.dtype.element_ty
         offs = tl.arange(0, BLOCK)
@@ -87,25 +94,29 @@ def _sp(split: int, p: torch.Tensor) -> int:
 
 
 def qk_rope(p: torch.Tensor, qn: torch.Tensor, kn: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
-            kv_heads: int, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            kv_heads: int, eps: float, pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """p: the qkv GEMM's output (float32 partials [split, M, (Hq + 2 Hkv) D] or [M, ...] in the model
-    dtype); qn, kn [D]; cos, sin [M, D] -> q [M, Hq, D], k [M, Hkv, D] (normed, rotated), v [M, Hkv, D]."""
+    dtype); qn, kn [D]; cos, sin [M, D] -> q [M, Hq, D], k [M, Hkv, D] (normed, rotated), v [M, Hkv, D].
+    ``pdl``: launched as the programmatic dependent of the GEMM that wrote p."""
     split = p.shape[0] if p.dim() == 3 else 1
     M, n_out = p.shape[-2:]
     D = qn.shape[0]
     qk = torch.empty(M, heads + kv_heads, D, device=p.device, dtype=qn.dtype)
     v = torch.empty(M, kv_heads, D, device=p.device, dtype=qn.dtype)
     _qk_rope_kernel[(M, heads + 2 * kv_heads)](p, qn, kn, cos, sin, qk, v, split, M * n_out, n_out, eps, HQ=heads,
-                                               HKV=kv_heads, D=D, SP=_sp(split, p), num_warps=1)
+                                               HKV=kv_heads, D=D, SP=_sp(split, p), PDL=pdl, num_warps=1,
+                                               launch_pdl=pdl)
     return qk[:, :heads], qk[:, heads:], v
 
 
-def add_norm(x: torch.Tensor, p: torch.Tensor, w: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def add_norm(x: torch.Tensor, p: torch.Tensor, w: torch.Tensor, eps: float,
+             pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """x [M, N] (model dtype), p: a GEMM's output for it (float32 partials [split, M, N] or [M, N]), w [N]
-    -> (x + p summed, RMSNorm of that times w)."""
+    -> (x + p summed, RMSNorm of that times w). ``pdl``: launched as the programmatic dependent of the GEMM
+    that wrote p, and the next kernel may launch as soon as this one starts."""
     M, N = x.shape
     split = p.shape[0] if p.dim() == 3 else 1
     xo, ho = torch.empty_like(x), torch.empty_like(x)
     _add_norm_kernel[(M,)](x, p, w, xo, ho, N, split, M * N, eps, BLOCK=triton.next_power_of_2(N),
-                           SP=_sp(split, p), num_warps=8)
+                           SP=_sp(split, p), PDL=pdl, num_warps=8, launch_pdl=pdl)
     return xo, ho

@@ -71,6 +71,7 @@ class EngineOptions:
     fuse_silu: bool = True               # gemm triton: SiLU * up in the gate/up GEMM (<= 64 rows; False: own kernel)
     triton_pieces: bool = True           # gemm triton: q/k norm + rotary and add + RMSNorm as single Triton launches
     tma_gemm: bool = True                # gemm triton, 17-64 rows on Hopper: every GEMM through TMA (False: cuBLAS)
+    pdl_gemm: bool = True                # tma_gemm (Hopper): its GEMMs and pieces as programmatic dependents (PDL)
     token_choice: str = "auto"           # auto (kernel on CUDA) | kernel (sampling.choose_kernel, no top-k/p) | torch
 
     @classmethod
@@ -155,7 +156,7 @@ class StaticEngine:
         self.shape, self.device, self.dtype, self.opts = shape, torch.device(device), dtype, opts
         self.model = StaticQwen3(shape, self.device, dtype, opts.max_slots, opts.max_context, opts.attention,
                                  opts.fuse_layers, opts.gemm, opts.fuse_silu,
-                                 opts.triton_pieces, opts.tma_gemm)
+                                 opts.triton_pieces, opts.tma_gemm, opts.pdl_gemm)
         S, dev = opts.max_slots, self.device
         on_cuda = self.device.type == "cuda"
         self.use_graphs = on_cuda if opts.cuda_graphs is None else bool(opts.cuda_graphs and on_cuda)

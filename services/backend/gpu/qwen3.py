@@ -17,7 +17,10 @@ sampler weights are copied *into* them and captured CUDA graphs stay valid. The 
   split-K, the gate/up GEMM with SiLU * up ``mm_silu_tma``); without ``tma_gemm``, cuBLAS inside compiled
   pieces cut at ``mm_silu_tma``; above (or elsewhere) cuBLAS inside the compiled pieces. With
   ``triton_pieces`` the split-GEMM layer's q/k-norm + rotary and residual-add + RMSNorm pieces are
-  ``decode_pieces``' single Triton launches instead of Inductor's.
+  ``decode_pieces``' single Triton launches instead of Inductor's. With ``pdl_gemm`` (the TMA layer with those
+  pieces, Hopper) each GEMM and each piece after one is launched as a programmatic dependent of the kernel
+  before it, which lets it start early: a GEMM requests its weight tiles while the piece before it runs, a
+  piece's programs are resident when the GEMM before it completes (skinny_gemm and decode_pieces ``pdl``).
 
 Numerics follow transformers' Qwen3 (RMSNorm in float32 then cast back before the weight, rotary
 tables computed in float32 and cast to the model dtype, residuals in the model dtype), so logits
@@ -27,6 +30,7 @@ match HF's forward to within the dtype's rounding.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -83,7 +87,7 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
 class StaticQwen3:
     def __init__(self, shape: Qwen3Shape, device: torch.device | str, dtype: torch.dtype, max_slots: int,
                  max_context: int, attention: str = "auto", fuse_layers: bool = True, gemm: str = "torch",
-                 fuse_silu: bool = True, triton_pieces: bool = True, tma_gemm: bool = True):
+                 fuse_silu: bool = True, triton_pieces: bool = True, tma_gemm: bool = True, pdl_gemm: bool = False):
         self.shape, self.device, self.dtype = shape, torch.device(device), dtype
         self.qd, self.kd = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
         self.fuse_layers = bool(fuse_layers)  # decode: post_pre across layer boundaries (False: pre + post per layer)
@@ -105,6 +109,11 @@ class StaticQwen3:
                          if self.gemm == "triton" and tma_ok and skinny_gemm.tma_available(self.device) else None)
         self.tma_gemm = bool(tma_gemm)
         self.mid_mm = skinny_gemm.mm_tma
+        # the TMA layer's GEMMs and pieces launched as programmatic dependents of the kernel before (Hopper, Gluon)
+        self.pdl_gemm = (bool(pdl_gemm) and self.tma_gemm and self.mid_silu is not None and self.triton_pieces
+                         and skinny_gemm.pdl_available(self.device))
+        self.mid_mm_pdl = partial(skinny_gemm.mm_tma, pdl=True)
+        self.mid_silu_pdl = partial(skinny_gemm.mm_silu_tma, pdl=True)
         s, dev = shape, self.device
         L, H, D, Hq, Hkv, Fd, V = s.layers, s.hidden, s.head_dim, s.heads, s.kv_heads, s.ffn, s.vocab
         self.group = Hq // Hkv
@@ -252,12 +261,17 @@ class StaticQwen3:
         if self.triton_pieces:
             self._triton = dict(
                 qk_rope=lambda p, qn, kn, cos, sin: decode_pieces.qk_rope(p, qn, kn, cos, sin, Hq, Hkv, eps),
-                add_norm=lambda x, p, w: decode_pieces.add_norm(x, p, w, eps))
+                add_norm=lambda x, p, w: decode_pieces.add_norm(x, p, w, eps),
+                add_norm_pdl=lambda x, p, w: decode_pieces.add_norm(x, p, w, eps, pdl=True),
+                qk_rope_pdl=lambda p, qn, kn, cos, sin: decode_pieces.qk_rope(p, qn, kn, cos, sin, Hq, Hkv, eps,
+                                                                              pdl=True))
         self._set_pieces(self._eager)
 
     def _set_pieces(self, table: dict) -> None:
         for k, f in {**table, **self._triton}.items():
             setattr(self, k, f)
+        if not self._triton:  # the torch pieces: no programmatic dependents
+            self.add_norm_pdl, self.qk_rope_pdl = self.add_norm, self.qk_rope
 
     def enable_compile(self, on: bool = True) -> None:
         if not on:
@@ -366,21 +380,25 @@ class StaticQwen3:
         return torch.bmm(self.mid(sc, bias), Vf)  # [b * Hkv, G, D]
 
     def _decode_split(self, x: torch.Tensor, pos: torch.Tensor, ctx: int, cos: torch.Tensor, sin: torch.Tensor,
-                      mm, silu) -> torch.Tensor:
+                      mm, silu, pdl=None) -> torch.Tensor:
         """The decode layers with split-K GEMMs (``mm``: skinny_gemm.mm up to MAX_ROWS rows, mm_tma above;
         ``silu``: the gate/up GEMM with SiLU * up, or None for ``mm`` and a SiLU * up piece) between the
         pieces that sum their partials (gemm and attention 'triton'): per layer 4 GEMMs + 3 elementwise
         kernels + 1-2 attention kernels, the GEMMs streaming their weights closer to the copy bandwidth
-        than cuBLAS."""
+        than cuBLAS. ``pdl`` (``pdl_gemm``): (mm, silu) launched as programmatic dependents, which replace
+        ``mm`` and ``silu``, with the pieces that are so launched too (``add_norm_pdl``, ``qk_rope_pdl``)."""
         s = self.shape
         b = x.shape[0]
+        qk_rope, add_norm = self.qk_rope, self.add_norm
+        if pdl:
+            (mm, silu), qk_rope, add_norm = pdl, self.qk_rope_pdl, self.add_norm_pdl
         h = self.rmsnorm(x, self.ln1[0])
         for l in range(s.layers):
-            q, k, v = self.qk_rope(mm(h, self.w_qkv[l]), self.qn[l], self.kn[l], cos, sin)
+            q, k, v = qk_rope(mm(h, self.w_qkv[l]), self.qn[l], self.kn[l], cos, sin)
             o = decode_attention.attend(q, k, v, self.kc[l], self.vc[l], pos, ctx, self.scale)
-            x, h = self.add_norm(x, mm(o.reshape(b, self.qd), self.w_o[l]), self.ln2[l])
+            x, h = add_norm(x, mm(o.reshape(b, self.qd), self.w_o[l]), self.ln2[l])
             a = silu(h, self.w_gu[l]) if silu is not None else self.silu_mul(mm(h, self.w_gu[l]))
-            x, h = self.add_norm(x, mm(a, self.w_down[l]), self.ln1[l + 1] if l + 1 < s.layers else self.norm)
+            x, h = add_norm(x, mm(a, self.w_down[l]), self.ln1[l + 1] if l + 1 < s.layers else self.norm)
         return skinny_gemm.reduce(mm(h, self.lm_head), self.dtype)
 
     def _decode_mid(self, x: torch.Tensor, pos: torch.Tensor, ctx: int, cos: torch.Tensor,
@@ -413,7 +431,8 @@ class StaticQwen3:
         if (self.attention == "triton" and self.fuse_silu and self.mid_silu is not None
                 and b <= skinny_gemm.TMA_ROWS):
             if self.tma_gemm:
-                return self._decode_split(x, pos, ctx, cos, sin, self.mid_mm, self.mid_silu)
+                return self._decode_split(x, pos, ctx, cos, sin, self.mid_mm, self.mid_silu,
+                                          (self.mid_mm_pdl, self.mid_silu_pdl) if self.pdl_gemm else None)
             return self._decode_mid(x, pos, ctx, cos, sin)
         fused = self.attention == "triton"
         if not fused:

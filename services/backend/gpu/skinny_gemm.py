@@ -19,6 +19,14 @@ weight at 84 % of the copy bandwidth at 64 rows against cuBLAS's 76 % (bench_gpu
 ``mm_tma`` is ``mm`` through TMA descriptors for 17-64 rows (the other GEMMs of that decode layer): split-K
 as ``mm``, its float32 partials summed by the piece that follows.
 
+``pdl=True`` (``mm_tma``, ``mm_silu_tma``): the same product by a Gluon kernel launched as a programmatic
+dependent of the kernel before it (CUDA's programmatic dependent launch: ``launch_pdl``), which lets it start
+early with ``griddepcontrol.launch_dependents`` (``decode_pieces.add_norm(pdl=True)`` does at its start). Its
+programs let the kernel after them start likewise (the piece that sums their partials, launched with
+``pdl=True``), request the weight tiles of their first pipeline stages (which no earlier kernel writes) before
+``griddepcontrol.wait``, and x's tiles only after it; the pipeline is otherwise the one Triton makes of the
+plain kernels (the same tiles, stages and MMA instructions, so the same sums: bit for bit).
+
 ``mm_reference`` and ``mm_silu_reference`` are the same computations in torch (the CPU path and the
 tests' oracles).
 """
@@ -33,6 +41,13 @@ try:  # Triton ships with CUDA builds of torch; CPU-only installs have none
     from triton.tools.tensor_descriptor import TensorDescriptor
 except ImportError:  # pragma: no cover - depends on the install
     triton = None
+try:  # Gluon (Triton's explicit-layout dialect): the pdl kernels, which order their TMA loads themselves
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+except ImportError:  # pragma: no cover - depends on the install
+    gluon = None
 
 
 MAX_ROWS = 16  # the decode engine's use; above, cuBLAS streams the weights as fast or faster
@@ -46,6 +61,11 @@ def available() -> bool:
 def tma_available(device: torch.device) -> bool:
     """mm_silu_tma runs here: Triton and a CUDA device of compute capability 9.0 or above (TMA)."""
     return triton is not None and device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def pdl_available(device: torch.device) -> bool:
+    """``pdl=True`` of mm_tma / mm_silu_tma runs here: tma_available and Triton's Gluon."""
+    return gluon is not None and tma_available(device)
 
 
 if triton is not None:
@@ -140,6 +160,133 @@ if triton is not None:
             tl.store(ptr, acc.to(P.dtype.element_ty), mask=mask)
 
 
+if gluon is not None:
+
+    @gluon.jit
+    def _gdc_wait():
+        """``griddepcontrol.wait``: until the kernel this one depends on has completed and its writes are visible
+        (at once when it was not launched as a programmatic dependent)."""
+        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _gdc_launch_dependents():
+        """``griddepcontrol.launch_dependents``: the kernel launched after this one as its programmatic dependent
+        may start once every program of this one has passed here."""
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+
+    @gluon.jit
+    def _tma_pdl_kernel(x_desc, w_desc, P, M, N, k_iters, s_pz, STAGES: gl.constexpr, OUT_F32: gl.constexpr):
+        """_tma_kernel's product with its pipeline written out: STAGES slots, one barrier each for a slot's x and
+        weight tiles, STAGES - 1 slots in flight while one feeds the MMA (the Triton pipeliner's schedule). The
+        next kernel may launch at once; the weight tiles of the first STAGES - 1 slots are requested before
+        griddepcontrol.wait, x's after it."""
+        BM: gl.constexpr = x_desc.block_type.shape[0]
+        BK: gl.constexpr = x_desc.block_type.shape[1]
+        BN: gl.constexpr = w_desc.block_type.shape[0]
+        _gdc_launch_dependents()  # the piece after this GEMM may launch (it waits for this kernel to complete)
+        n0 = gl.program_id(0) * BN
+        pid_s = gl.program_id(1)
+        k0 = pid_s * k_iters * BK
+        xs = gl.allocate_shared_memory(x_desc.dtype, [STAGES, BM, BK], x_desc.layout)
+        ws = gl.allocate_shared_memory(w_desc.dtype, [STAGES, BN, BK], w_desc.layout)
+        bar = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for c in gl.static_range(STAGES):
+            mbarrier.init(bar.index(c), count=1)
+        nbytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
+        for c in gl.static_range(STAGES - 1):  # the weights: written by no earlier kernel
+            mbarrier.expect(bar.index(c), nbytes, pred=c < k_iters)
+            tma.async_copy_global_to_shared(w_desc, [n0, k0 + c * BK], bar.index(c), ws.index(c), pred=c < k_iters)
+        _gdc_wait()
+        for c in gl.static_range(STAGES - 1):  # x: the previous kernel's output
+            tma.async_copy_global_to_shared(x_desc, [0, k0 + c * BK], bar.index(c), xs.index(c), pred=c < k_iters)
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
+        acc = gl.zeros([BM, BN], gl.float32, mma)
+        for i in range(k_iters):
+            r = i % STAGES
+            mbarrier.wait(bar.index(r), (i // STAGES) & 1)
+            acc = warpgroup_mma(xs.index(r), ws.index(r).permute((1, 0)), acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc, xs.index(r), ws.index(r)))[0]
+            j = i + STAGES - 1  # into the slot of iteration i - 1, whose MMA has completed
+            t = j % STAGES
+            mbarrier.expect(bar.index(t), nbytes, pred=j < k_iters)
+            tma.async_copy_global_to_shared(x_desc, [0, k0 + j * BK], bar.index(t), xs.index(t), pred=j < k_iters)
+            tma.async_copy_global_to_shared(w_desc, [n0, k0 + j * BK], bar.index(t), ws.index(t), pred=j < k_iters)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        for c in gl.static_range(STAGES):
+            mbarrier.invalidate(bar.index(c))
+        out: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [2, 2], [1, 0])  # _tma_kernel's store layout
+        acc = gl.convert_layout(acc, out)
+        offs_m = gl.arange(0, BM, layout=gl.SliceLayout(1, out))
+        offs_n = n0 + gl.arange(0, BN, layout=gl.SliceLayout(0, out))
+        mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+        ptr = P + pid_s * s_pz + offs_m[:, None] * N + offs_n[None, :]
+        if OUT_F32:
+            gl.store(ptr, acc, mask=mask)
+        else:
+            gl.store(ptr, acc.to(P.dtype.element_ty), mask=mask)
+
+    @gluon.jit
+    def _silu_tma_pdl_kernel(x_desc, g_desc, O, M, F, K, STAGES: gl.constexpr):
+        """_silu_tma_kernel's product with its pipeline written out as _tma_pdl_kernel's (a slot: x, gate and up
+        tiles), the gate and up tiles of the first STAGES - 1 slots requested before griddepcontrol.wait."""
+        BM: gl.constexpr = x_desc.block_type.shape[0]
+        BK: gl.constexpr = x_desc.block_type.shape[1]
+        BN: gl.constexpr = g_desc.block_type.shape[0]
+        _gdc_launch_dependents()
+        n0 = gl.program_id(0) * BN
+        k_iters = gl.cdiv(K, BK)
+        xs = gl.allocate_shared_memory(x_desc.dtype, [STAGES, BM, BK], x_desc.layout)
+        gs = gl.allocate_shared_memory(g_desc.dtype, [STAGES, BN, BK], g_desc.layout)
+        us = gl.allocate_shared_memory(g_desc.dtype, [STAGES, BN, BK], g_desc.layout)
+        bar = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for c in gl.static_range(STAGES):
+            mbarrier.init(bar.index(c), count=1)
+        nbytes: gl.constexpr = x_desc.block_type.nbytes + 2 * g_desc.block_type.nbytes
+        for c in gl.static_range(STAGES - 1):  # the weights: written by no earlier kernel
+            mbarrier.expect(bar.index(c), nbytes, pred=c < k_iters)
+            tma.async_copy_global_to_shared(g_desc, [n0, c * BK], bar.index(c), gs.index(c), pred=c < k_iters)
+            tma.async_copy_global_to_shared(g_desc, [F + n0, c * BK], bar.index(c), us.index(c), pred=c < k_iters)
+        _gdc_wait()
+        for c in gl.static_range(STAGES - 1):  # x: the previous kernel's output
+            tma.async_copy_global_to_shared(x_desc, [0, c * BK], bar.index(c), xs.index(c), pred=c < k_iters)
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
+        acc_g = gl.zeros([BM, BN], gl.float32, mma)
+        acc_u = gl.zeros([BM, BN], gl.float32, mma)
+        for i in range(k_iters):
+            r = i % STAGES
+            mbarrier.wait(bar.index(r), (i // STAGES) & 1)
+            acc_g = warpgroup_mma(xs.index(r), gs.index(r).permute((1, 0)), acc_g, is_async=True)
+            acc_u = warpgroup_mma(xs.index(r), us.index(r).permute((1, 0)), acc_u, is_async=True)
+            acc_g, acc_u, _, _, _ = warpgroup_mma_wait(num_outstanding=2, deps=(acc_g, acc_u, xs.index(r), gs.index(r),
+                                                                                us.index(r)))
+            j = i + STAGES - 1  # into the slot of iteration i - 1, whose MMAs have completed
+            t = j % STAGES
+            mbarrier.expect(bar.index(t), nbytes, pred=j < k_iters)
+            tma.async_copy_global_to_shared(x_desc, [0, j * BK], bar.index(t), xs.index(t), pred=j < k_iters)
+            tma.async_copy_global_to_shared(g_desc, [n0, j * BK], bar.index(t), gs.index(t), pred=j < k_iters)
+            tma.async_copy_global_to_shared(g_desc, [F + n0, j * BK], bar.index(t), us.index(t), pred=j < k_iters)
+        acc_g, acc_u = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g, acc_u))
+        for c in gl.static_range(STAGES):
+            mbarrier.invalidate(bar.index(c))
+        g = acc_g.to(O.dtype.element_ty).to(gl.float32)
+        u = acc_u.to(O.dtype.element_ty).to(gl.float32)
+        a = g / (1.0 + gl.exp(-g)) * u
+        out: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])  # _silu_tma_kernel's store layout
+        a = gl.convert_layout(a.to(O.dtype.element_ty), out)
+        offs_m = gl.arange(0, BM, layout=gl.SliceLayout(1, out))
+        offs_n = n0 + gl.arange(0, BN, layout=gl.SliceLayout(0, out))
+        omask = (offs_m < M)[:, None] & (offs_n < F)[None, :]
+        gl.store(O + offs_m[:, None] * F + offs_n[None, :], a, mask=omask)
+
+    _GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
+
+    def _gluon_desc(t: torch.Tensor, block: list[int]):
+        if t.dtype not in _GL_DTYPES:
+            raise ValueError(f"skinny_gemm pdl kernels: bf16 or fp16 operands only, got {t.dtype}")
+        return GluonDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[t.dtype]))
+
+
 # Measured overrides (rows bucket, N, K) -> (BN, BK, split, warps, stages); bench_gpu_sampling's
 # --gemm-configs fills it from bench_gpu_decode_gemm's sweep. Otherwise ``config_for``'s rule, which
 # gives the sweep's best configuration for every 4B-shape weight (docs/performance.md).
@@ -210,10 +357,11 @@ def mm_silu(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int] | N
     return out
 
 
-def mm_silu_tma(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int] = (32, 64, 4, 4)) -> torch.Tensor:
+def mm_silu_tma(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int] = (32, 64, 4, 4),
+                pdl: bool = False) -> torch.Tensor:
     """``mm_silu`` through TMA descriptors (Hopper), for up to TMA_ROWS rows: x [M, K] (contiguous), w [2 F, K]
     (contiguous, F a multiple of cfg's BN so that no up tile reaches past the weight), cfg = (BN, BK, warps,
-    stages)."""
+    stages). ``pdl``: launched as a programmatic dependent of the previous kernel (module docstring; 4 warps)."""
     M, K = x.shape
     F = w.shape[0] // 2
     BN, BK, warps, stages = cfg
@@ -221,6 +369,10 @@ def mm_silu_tma(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int]
         raise ValueError(f"skinny_gemm.mm_silu_tma: needs <= {TMA_ROWS} rows, F a multiple of {BN} and contiguous "
                          f"operands (got {M} rows, F {F})")
     out = torch.empty(M, F, device=x.device, dtype=x.dtype)
+    if pdl:
+        _silu_tma_pdl_kernel[(F // BN,)](_gluon_desc(x, [TMA_ROWS, BK]), _gluon_desc(w, [BN, BK]), out, M, F, K,
+                                         STAGES=stages, num_warps=4, launch_pdl=True)
+        return out
     xd = TensorDescriptor.from_tensor(x, [TMA_ROWS, BK])  # rows past M read as zeros
     gd = TensorDescriptor.from_tensor(w, [BN, BK])
     _silu_tma_kernel[(F // BN,)](xd, gd, out, M, F, K, BM=TMA_ROWS, BN=BN, BK=BK, STAGES=stages, num_warps=warps)
@@ -245,10 +397,12 @@ def tma_config(N: int, K: int) -> tuple[int, int, int, int, int]:
     return (64, 64, split, 4, 6)
 
 
-def mm_tma(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int, int] | None = None) -> torch.Tensor:
+def mm_tma(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int, int] | None = None,
+           pdl: bool = False) -> torch.Tensor:
     """``mm`` through TMA descriptors (Hopper), for up to TMA_ROWS rows: x [M, K], w [N, K] (both contiguous,
     K a multiple of 8: 16-byte rows), cfg = (BN, BK, split, warps, stages) (``tma_config``). Float32 partials
-    [split, M, N] when the config splits K, else [M, N] in x's dtype."""
+    [split, M, N] when the config splits K, else [M, N] in x's dtype. ``pdl``: launched as a programmatic
+    dependent of the previous kernel (module docstring; 4 warps)."""
     M, K = x.shape
     N = w.shape[0]
     if M > TMA_ROWS or K % 8 or not (x.is_contiguous() and w.is_contiguous()):
@@ -259,6 +413,11 @@ def mm_tma(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int, int]
     split = -(-K // k_split)
     out = (torch.empty(split, M, N, device=x.device, dtype=torch.float32) if split > 1
            else torch.empty(M, N, device=x.device, dtype=x.dtype))
+    if pdl:
+        _tma_pdl_kernel[(triton.cdiv(N, BN), split)](_gluon_desc(x, [TMA_ROWS, BK]), _gluon_desc(w, [BN, BK]), out, M,
+                                                     N, k_split // BK, M * N, STAGES=stages, OUT_F32=split > 1,
+                                                     num_warps=4, launch_pdl=True)
+        return out
     xd = TensorDescriptor.from_tensor(x, [TMA_ROWS, BK])  # rows past M read as zeros
     wd = TensorDescriptor.from_tensor(w, [BN, BK])
     _tma_kernel[(triton.cdiv(N, BN), split)](xd, wd, out, M, N, k_split // BK, M * N, BM=TMA_ROWS, BN=BN, BK=BK,
