@@ -24,6 +24,9 @@ options (``engine.sampler_options`` in engine.yaml):
   tma_gemm         gemm triton, 17-64 rows on Hopper: the q/k/v, o, down and lm_head GEMMs through TMA too
                    (skinny_gemm.mm_tma, split-K, between the pieces of triton_pieces) instead of cuBLAS inside
                    compiled pieces (default true)
+  pdl_gemm         gemm triton, 17-64 rows on Hopper with Triton's Gluon: the layer's TMA GEMMs and pieces launched
+                   as programmatic dependents, each GEMM requesting its first weight tiles before it waits for the
+                   previous kernel (default true)
   token_choice     auto (default: the two-launch Triton kernel on CUDA for batches without top-k/top-p) |
                    kernel | torch (compiled with the pieces)
   overlap          launch decode step k+1 before recording step k's tokens (default: with cuda_graphs)
