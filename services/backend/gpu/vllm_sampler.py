@@ -189,9 +189,8 @@ class VllmSampling:
             return
         self.loaded.pop(base.name, None)
         t0 = time.perf_counter()
-        with torch.no_grad():
-            weights = list(named_weights(module, adapter))
-            llm.apply_model(lambda model: model.load_weights(iter(weights)))
+        with torch.no_grad():  # one merged LoRA weight alive at a time, not a second copy of the model
+            llm.apply_model(lambda model: model.load_weights(named_weights(module, adapter)))
         llm.reset_prefix_cache()
         if torch.cuda.is_available():
             torch.cuda.synchronize()
