@@ -65,6 +65,14 @@ def approx_params(model: str | None) -> float | None:
     return 12 * n * h * h + vocab * h if h and n and vocab else None
 
 
+def model_type(model: str | None) -> str | None:
+    """config.json's model_type of a local HF model directory, None if unknown."""
+    cfg_path = Path(model).expanduser() / "config.json" if model else None
+    if cfg_path is None or not cfg_path.exists():
+        return None
+    return json.loads(cfg_path.read_text()).get("model_type")
+
+
 def gpu_microbatch_tokens(model: str | None) -> int:
     """forward_backward micro-batch on a GPU: 65,536 tokens for models under 2 B parameters (a 0.6B GRPO
     forward_backward is host-bound at 16,384: 28.0k -> 37.9k tok/s with checkpointing, 7.2 -> 10.0 GB peak,
@@ -113,6 +121,7 @@ def values(args, out: Path) -> dict[str, str]:
         "threads": str(args.threads),
         "microbatch_tokens": str(args.microbatch_tokens or (gpu_microbatch_tokens(args.model) if gpu else 8192)),
         "grad_ckpt": "true" if gpu else "false",
+        "sampler": args.sampler,
         "sampler_options": "{kv_cache_gb: %s, max_context: %d}" % (args.kv_cache_gb,
                                                                    args.sampler_context) if gpu else "{}",
         "backend_port": str(args.port),
@@ -156,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kv-cache-gb", type=float, default=40.0, help="GPU: sampler KV-cache budget in GB (default 40)")
     ap.add_argument("--sampler-context", type=int, default=16384,
                     help="GPU: tokens per sampler slot (default 16384; longer requests use the HF sampler)")
+    ap.add_argument("--sampler", default="auto", choices=["auto", "static", "hf", "vllm"],
+                    help="sampling engine: auto (the static engine on GPUs, HF on CPU) | static | hf | vllm (any "
+                         "architecture vLLM serves; install requirements/vllm.txt first)")
     ap.add_argument("--port", type=int, default=19210, help="backend port (default 19210)")
     ap.add_argument("--admin-port", type=int, default=18080, help="sandbox manager port (default 18080)")
     ap.add_argument("--api-key", default=None, help="backend API key (default: $TINKER_API_KEY or a random tml-… key)")
@@ -186,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)
     vals = values(args, out)
+    mt = model_type(args.model)
+    if vals["device"].startswith("cuda") and args.sampler == "auto" and mt not in (None, "qwen3"):
+        print(f"configure.py: note: the static sampling engine runs Qwen3 dense models; this {mt} model will sample "
+              "with the HF sampler (slow). --sampler vllm serves it fast (install requirements/vllm.txt first).",
+              file=sys.stderr)
     man_path = out / MANIFEST
     manifest = json.loads(man_path.read_text()) if man_path.exists() else {}
     templates = sorted(TEMPLATES.glob("*.yaml"))

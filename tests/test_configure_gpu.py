@@ -36,3 +36,25 @@ def test_gpu_microbatch_follows_model_size(tmp_path):
     assert _microbatch(tmp_path, small) == 65536
     assert _microbatch(tmp_path, large) == 16384
     assert _microbatch(tmp_path, small, "--microbatch-tokens", "4096") == 4096
+
+
+def test_sampler_choice_and_the_hint_for_other_architectures(tmp_path):
+    """--sampler writes engine.sampler; on a GPU with the default sampler, a non-Qwen3 model gets a note that
+    the static engine will hand it to the HF sampler and that --sampler vllm serves it."""
+    llama = tmp_path / "llama"
+    llama.mkdir()
+    (llama / "config.json").write_text(json.dumps({"hidden_size": 2048, "num_hidden_layers": 16, "vocab_size": 128256,
+                                                   "model_type": "llama"}))
+
+    def configure(out: str, *extra: str):
+        r = subprocess.run([sys.executable, str(REPO / "configure.py"), "--device", "cuda", "--model", str(llama),
+                            "--out", str(tmp_path / out), *extra], cwd=REPO, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return yaml.safe_load((tmp_path / out / "engine.yaml").read_text())["engine"], r.stderr
+
+    engine, err = configure("a")
+    assert engine["sampler"] == "auto" and "--sampler vllm" in err
+    engine, err = configure("b", "--sampler", "vllm")
+    assert engine["sampler"] == "vllm" and "--sampler vllm" not in err
+    assert engine["sampler_options"]["kv_cache_gb"] == 40.0  # taken by the vllm sampler as its KV budget

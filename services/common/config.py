@@ -19,7 +19,7 @@ TEMPLATE_DEFAULTS = {
     "admin_port": "18080", "api_key": "tml-change-me", "sandbox_key": "change-me-sandbox-key",
     "sandbox_flavor": "local", "sandbox_base_url": "http://127.0.0.1:18080", "admin_backend": "local",
     "rock_cluster": "null", "rock_headers": "{}", "rollout_only": "false",
-    "grad_ckpt": "false", "sampler_options": "{}", "ray": "null",
+    "grad_ckpt": "false", "sampler": "auto", "sampler_options": "{}", "ray": "null",
 }
 
 

@@ -5,11 +5,13 @@ Runs under .venv-control (torch + transformers; no peft needed) and .venv-runtim
 
 from __future__ import annotations
 
+import shutil
 from functools import partial
+from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
 from helpers import TINY_PATH
 from services.backend.gpu import decode_attention, skinny_gemm
@@ -19,6 +21,7 @@ from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
 from services.backend.gpu.sampling import choose
 from services.backend.gpu.weights import Qwen3Parts
 from services.backend.logprobs import gather_logprobs
+from services.backend.runtime import Runtime
 from services.backend.sampler import SampleSpec
 
 
@@ -312,3 +315,22 @@ def test_overlapped_steps_record_the_same_tokens(hf, tok):
         assert (toks2, why2) == (toks, why)
         assert torch.allclose(torch.tensor(lps2), torch.tensor(lps), atol=1e-5)
     assert plain[0][2] == "stop" and plain[1][2] == "stop"
+
+
+def test_static_engine_hands_other_architectures_to_the_hf_sampler(tiny_model, tmp_path):
+    """A Llama (no q/k norms) under engine.sampler 'static': the engine serves Qwen3 dense models only, so its
+    requests are sampled by the HF sampler instead of failing on the missing weights."""
+    cfg = LlamaConfig(vocab_size=8256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                      tie_word_embeddings=True)
+    torch.manual_seed(0)
+    d = tmp_path / "llama-tiny"
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(str(d))
+    for f in Path(TINY_PATH).iterdir():
+        if f.name.startswith("tokenizer") or f.name == "chat_template.jinja":
+            shutil.copy(f, d / f.name)
+    rt = Runtime([{"name": "llama", "path": str(d)}], tmp_path / "state", device="cpu", dtype="float32",
+                 sampler="static", sampler_options={"max_slots": 4, "max_context": 128})
+    res = rt.sample("llama", None, [SampleSpec(prompt=[5, 6, 7], num_samples=2, max_tokens=5, seed=1)])[0]
+    assert [len(s[0]) for s in res.sequences] == [5, 5]
+    assert rt.sampling.engines == {}  # no static engine was built for it

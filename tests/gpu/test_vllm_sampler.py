@@ -113,7 +113,8 @@ def test_long_requests_and_resumed_rows_go_to_the_fallback():
     hf.config = SimpleNamespace(tie_word_embeddings=True)
     base = SimpleNamespace(name="m", path="/models/m", dtype=torch.bfloat16, hf=hf,
                            info=SimpleNamespace(max_context=64))
-    vs = VllmSampling({"max_context": 32, "gpu_memory_utilization": 0.5, "enforce_eager": True}, 8, llm_factory=LLM)
+    vs = VllmSampling({"max_context": 32, "gpu_memory_utilization": 0.5, "enforce_eager": True, "kv_cache_gb": 2,
+                       "cuda_graphs": False, "attention": "triton"}, 8, llm_factory=LLM)
     vs._params_cls = SimpleNamespace
     specs = [SampleSpec(prompt=[1] * 10, max_tokens=22), SampleSpec(prompt=[1] * 10, max_tokens=23),
              SampleSpec(prompt=[1, 2], prefix=([2], [-1.0]))]
@@ -123,6 +124,8 @@ def test_long_requests_and_resumed_rows_go_to_the_fallback():
     assert made["max_model_len"] == 32 and made["max_num_seqs"] == 8 and made["enforce_eager"] is True
     assert made["load_format"] == "dummy" and made["dtype"] == "bfloat16" and made["gpu_memory_utilization"] == 0.5
     assert made["hf_overrides"] == {"tie_word_embeddings": False}
+    # configure.py's kv_cache_gb is vLLM's KV budget; the static engine's own options are not passed to vLLM
+    assert made["kv_cache_memory_bytes"] == 2 * 2**30 and not {"kv_cache_gb", "cuda_graphs", "attention"} & set(made)
     assert vs.stats["weight_pushes"] == 1 and vs.stats["fallback_requests"] == 2
     vs.sample(base, None, None, specs[:1], None)
     assert vs.stats["weight_pushes"] == 1  # same weights: no second push

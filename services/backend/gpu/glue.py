@@ -89,11 +89,24 @@ def size_options(shape: Qwen3Shape, device: torch.device, dtype: torch.dtype, mo
     return eo
 
 
+def unsupported(config) -> str | None:
+    """Why the static engine cannot serve a model of this HF config (None: it can)."""
+    if getattr(config, "model_type", None) != "qwen3":
+        return (f"model_type {getattr(config, 'model_type', None)!r}: the static engine runs Qwen3 dense models "
+                "only (engine.sampler: vllm serves other architectures fast)")
+    try:
+        Qwen3Shape.from_hf_config(config)
+    except (ValueError, AttributeError) as e:
+        return str(e)
+    return None
+
+
 class StaticSampling:
     def __init__(self, options: dict[str, Any] | None, default_slots: int):
         self.options = options or {}
         self.default_slots = default_slots
         self.engines: dict[str, StaticEngine] = {}
+        self.unsupported: dict[str, str | None] = {}  # base model -> why the HF sampler serves it (None: served)
 
     def engine(self, base) -> StaticEngine:
         eng = self.engines.get(base.name)
@@ -107,6 +120,12 @@ class StaticSampling:
         return eng
 
     def sample(self, base, weights_key: str | None, sw, specs, fallback, poll=None):
+        if base.name not in self.unsupported:
+            self.unsupported[base.name] = why = unsupported(base.hf.config)
+            if why:
+                log.warning("static sampler: %s samples with the HF sampler (%s)", base.name, why)
+        if self.unsupported[base.name]:
+            return fallback(specs)
         eng = self.engine(base)
         wid = ("base",) if weights_key is None else ("snapshot", weights_key)
         if sw is None:

@@ -15,7 +15,10 @@ directly. Options (``engine.sampler_options``):
   max_context             tokens per sequence, vLLM's max_model_len (default min(model context, 8192))
   max_slots               sequences decoded together, vLLM's max_num_seqs (default the runtime's
                           max_batch_sequences)
-  any other key           passed to ``vllm.LLM`` as is (enforce_eager, enable_prefix_caching, ...)
+  kv_cache_gb             KV-cache size, vLLM's kv_cache_memory_bytes (then gpu_memory_utilization is not
+                          used for it); configure.py writes it for GPUs
+  any other key           passed to ``vllm.LLM`` as is (enforce_eager, enable_prefix_caching, ...), except the
+                          static engine's own options (cuda_graphs, attention, ...), which are left out
 
 What vLLM is not asked for (the request goes to the HF sampler, as with the static engine): prompts plus
 max_tokens longer than max_context, and resumed (preempted) rows. Returned logprobs are vLLM's
@@ -38,11 +41,12 @@ import numpy as np
 import torch
 
 from ..sampler import SampleResult, SampleSpec
+from .engine import EngineOptions
 from .weights import linear_weight
 
 log = logging.getLogger("backend.gpu")
 
-_OWN_OPTIONS = ("gpu_memory_utilization", "max_context", "max_slots")
+_OWN_OPTIONS = ("gpu_memory_utilization", "max_context", "max_slots", "kv_cache_gb")
 
 
 def named_weights(module: torch.nn.Module, adapter: str | None) -> Iterator[tuple[str, torch.Tensor]]:
@@ -156,7 +160,13 @@ class VllmSampling:
         llm = self.engines.get(base.name)
         if llm is not None:
             return llm
-        kw = {k: v for k, v in self.options.items() if k not in _OWN_OPTIONS}
+        static_only = sorted(k for k in self.options
+                             if k in EngineOptions.__dataclass_fields__ and k not in _OWN_OPTIONS)
+        if static_only:
+            log.warning("vllm sampler: ignoring the static engine's options %s", static_only)
+        kw = {k: v for k, v in self.options.items() if k not in _OWN_OPTIONS and k not in static_only}
+        if self.options.get("kv_cache_gb") is not None:
+            kw.setdefault("kv_cache_memory_bytes", int(float(self.options["kv_cache_gb"]) * 2**30))
         kw.update(model=str(base.path), tokenizer=str(base.path), dtype=str(base.dtype).removeprefix("torch."),
                   load_format="dummy", max_model_len=self.max_context(base),
                   max_num_seqs=int(self.options.get("max_slots") or self.default_slots),
