@@ -55,22 +55,19 @@ def model_settings(args) -> dict[str, str]:
     sys.exit(f"configure.py: --model {args.model!r} is neither an existing directory nor an HF id like org/name")
 
 
+def model_config(model: str | None) -> dict | None:
+    """config.json of a local HF model directory, None if there is none."""
+    cfg_path = Path(model).expanduser() / "config.json" if model else None
+    return json.loads(cfg_path.read_text()) if cfg_path is not None and cfg_path.exists() else None
+
+
 def approx_params(model: str | None) -> float | None:
     """Parameters of a local HF model directory from its config.json (12·L·h² + vocab·h), None if unknown."""
-    cfg_path = Path(model).expanduser() / "config.json" if model else None
-    if cfg_path is None or not cfg_path.exists():
+    cfg = model_config(model)
+    if cfg is None:
         return None
-    cfg = json.loads(cfg_path.read_text())
     h, n, vocab = cfg.get("hidden_size"), cfg.get("num_hidden_layers"), cfg.get("vocab_size")
     return 12 * n * h * h + vocab * h if h and n and vocab else None
-
-
-def model_type(model: str | None) -> str | None:
-    """config.json's model_type of a local HF model directory, None if unknown."""
-    cfg_path = Path(model).expanduser() / "config.json" if model else None
-    if cfg_path is None or not cfg_path.exists():
-        return None
-    return json.loads(cfg_path.read_text()).get("model_type")
 
 
 def gpu_microbatch_tokens(model: str | None) -> int:
@@ -198,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)
     vals = values(args, out)
-    mt = model_type(args.model)
+    mt = (model_config(args.model) or {}).get("model_type")
     if vals["device"].startswith("cuda") and args.sampler == "auto" and mt not in (None, "qwen3"):
         print(f"configure.py: note: the static sampling engine runs Qwen3 dense models; this {mt} model will sample "
               "with the HF sampler (slow). --sampler vllm serves it fast (install requirements/vllm.txt first).",

@@ -17,6 +17,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from services.backend.gpu.logprobs import fused_token_logprobs  # noqa: E402
+
 # Qwen3-0.6B: tied embeddings (0.60 B params); the "4B-like" shape of docs/gpu-notes (4.41 B params:
 # untied lm_head) so that figures compare with the baselines measured there.
 SHAPES = {
@@ -55,6 +57,32 @@ def n_params(model) -> int:
             seen.add(p.data_ptr())
             n += p.numel()
     return n
+
+
+def rand_prompts(n: int, length: int, seed: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 150000, (n, length), generator=g).tolist()
+
+
+def decode_bound_tok_s(shape, b: int, prompt: int, new: int, bw: float) -> float:
+    """Decode tok/s if each step read the weights (less the embedding, whose rows are gathered, not streamed)
+    and each of the ``b`` rows' KV (at its mean length) once, at ``bw`` bytes/s."""
+    w_bytes = shape.weight_bytes() - shape.vocab * shape.hidden * 2
+    return b / ((w_bytes + b * (prompt + new / 2) * shape.kv_bytes_per_token()) / bw)
+
+
+def logprob_agreement(model, prompts: list[list[int]], res) -> dict:
+    """Sampled logprobs (each result's first sequence) against the trainer's for the same tokens."""
+    P = len(prompts[0])
+    seqs = [(p, r.sequences[0][0], r.sequences[0][1]) for p, r in zip(prompts, res)]
+    ids = torch.tensor([p + t[:-1] for p, t, _ in seqs], device=DEV)
+    tgt = torch.tensor([p[1:] + t for p, t, _ in seqs], device=DEV)
+    with torch.no_grad():
+        lp = fused_token_logprobs(model, ids, tgt)[:, P - 1:].float().cpu()
+    samp = torch.tensor([l for _, _, l in seqs])
+    d = lp - samp
+    return dict(batch=len(seqs), tokens=d.numel(), mean_abs=float(d.abs().mean()), max_abs=float(d.abs().max()),
+                mse=float((d**2).mean()), mean_logprob=float(samp.mean()))
 
 
 def sync():

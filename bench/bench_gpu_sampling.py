@@ -27,11 +27,14 @@ from bench_gpu_common import (
     SHAPES,
     VOCAB,
     Results,
+    decode_bound_tok_s,
     env_info,
     free_cuda,
     hbm_bandwidth,
+    logprob_agreement,
     make_model,
     n_params,
+    rand_prompts,
     sync,
     timed,
 )
@@ -41,7 +44,6 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 from services.backend.gpu import decode_attention as da
 from services.backend.gpu import qwen3, sampling, skinny_gemm
 from services.backend.gpu.engine import EngineOptions, StaticEngine
-from services.backend.gpu.logprobs import fused_token_logprobs
 from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
 from services.backend.gpu.weights import Qwen3Parts
 from services.backend.sampler import SampleSpec, generate
@@ -49,11 +51,6 @@ from services.backend.sampler import SampleSpec, generate
 PROMPT, NEW = 512, 256
 OLD_CHUNKS = {"TARGET_PROGRAMS": 528, "ONE_CHUNK_PAIRS": 1 << 30}  # the third session's attention chunking
 COMPILE = None  # engine default: compile the fused pieces on CUDA
-
-
-def rand_prompts(n: int, length: int, seed: int) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, 150000, (n, length), generator=g).tolist()
 
 
 def check_logits(model, shape: Qwen3Shape, R: Results, name: str) -> None:
@@ -124,7 +121,6 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
                                                                  overlap=overlap, gemm=gemm, **opts))
     eng.load_weights("base", model)
     w_bytes = shape.weight_bytes() - shape.vocab * shape.hidden * 2  # embedding rows are gathered, not streamed
-    kv_tok = shape.kv_bytes_per_token()
     out = {}
     for b in batches:
         specs = [SampleSpec(prompt=p, max_tokens=new, seed=i) for i, p in enumerate(rand_prompts(b, PROMPT, 100 + b))]
@@ -135,8 +131,7 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
         toks = sum(len(s[0]) for r in res for s in r.sequences)
         dec_tok_s = st["tokens"] / st["decode_s"]
         step_s = st["decode_s"] / max(st["steps"], 1)
-        kv_avg = b * (PROMPT + new / 2) * kv_tok
-        bound = b / ((w_bytes + kv_avg) / bw)
+        bound = decode_bound_tok_s(shape, b, PROMPT, new, bw)
         bound_w = b / (w_bytes / HBM_NOMINAL)
         R.add(bench="sampling", engine=f"static{tag}", attention=eng.model.attention, gemm=eng.model.gemm,
               attn_one_chunk_pairs=da.ONE_CHUNK_PAIRS,
@@ -151,19 +146,6 @@ def bench_engine(model, shape: Qwen3Shape, R: Results, name: str, batches: list[
               frac_of_weights_bound=dec_tok_s / bound_w)
         out[b] = res
     return eng, out
-
-
-def logprob_agreement(model, res, prompts_seed: int, b: int, R: Results, name: str) -> None:
-    prompts = rand_prompts(b, PROMPT, prompts_seed)
-    seqs = [(p, r.sequences[0][0], r.sequences[0][1]) for p, r in zip(prompts, res)]
-    ids = torch.tensor([p + t[:-1] for p, t, _ in seqs], device=DEV)
-    tgt = torch.tensor([p[1:] + t for p, t, _ in seqs], device=DEV)
-    with torch.no_grad():
-        lp = fused_token_logprobs(model, ids, tgt)[:, PROMPT - 1 :].float().cpu()
-    samp = torch.tensor([l for _, _, l in seqs])
-    d = lp - samp
-    R.add(bench="logprobs_vs_trainer", shape=name, batch=b, tokens=d.numel(), mean_abs=float(d.abs().mean()),
-          max_abs=float(d.abs().max()), mse=float((d**2).mean()), mean_logprob=float(samp.mean()))
 
 
 def hf_generate(model, R: Results, name: str, b: int, new: int) -> None:
@@ -376,7 +358,8 @@ def main() -> None:
                 elif step == "engine":
                     eng, out = bench_engine(model, shape, R, name, batches, bw)
                     lb = 16 if 16 in out else batches[-1]
-                    logprob_agreement(model, out[lb], 100 + lb, lb, R, name)
+                    R.add(bench="logprobs_vs_trainer", shape=name,
+                          **logprob_agreement(model, rand_prompts(lb, PROMPT, 100 + lb), out[lb]))
                     del eng, out
                     free_cuda()
                 elif step == "variants":

@@ -31,20 +31,27 @@ from types import SimpleNamespace
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 import torch  # noqa: E402
-from bench_gpu_common import DEV, SHAPES, VOCAB, Results, env_info, free_cuda, hbm_bandwidth, qwen3_config  # noqa: E402
+from bench_gpu_common import (  # noqa: E402
+    DEV,
+    SHAPES,
+    VOCAB,
+    Results,
+    decode_bound_tok_s,
+    env_info,
+    free_cuda,
+    hbm_bandwidth,
+    logprob_agreement,
+    qwen3_config,
+    rand_prompts,
+    timed,
+)
 from transformers import AutoModelForCausalLM, LlamaConfig  # noqa: E402
 
-from services.backend.gpu.logprobs import fused_token_logprobs  # noqa: E402
 from services.backend.gpu.qwen3 import Qwen3Shape  # noqa: E402
 from services.backend.gpu.vllm_sampler import VllmSampling, to_result  # noqa: E402
 from services.backend.sampler import SampleSpec, generate  # noqa: E402
 
 PROMPT, NEW = 512, 256
-
-
-def rand_prompts(n: int, length: int, seed: int) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, 150000, (n, length), generator=g).tolist()
 
 
 def llama_config(shape: str) -> LlamaConfig:
@@ -68,19 +75,6 @@ def model_dir(cfg, tok_dir: Path) -> Path:
     return out
 
 
-def bound_tok_s(shape: Qwen3Shape, b: int, new: int, bw: float) -> float:
-    w_bytes = shape.weight_bytes() - shape.vocab * shape.hidden * 2  # embedding rows are gathered, not streamed
-    return b / ((w_bytes + b * (PROMPT + new / 2) * shape.kv_bytes_per_token()) / bw)
-
-
-def timed(fn, *a):
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    out = fn(*a)
-    torch.cuda.synchronize()
-    return out, time.perf_counter() - t0
-
-
 def vllm_decode(vs: VllmSampling, base, R: Results, arch: str, shape: Qwen3Shape, batches: list[int], bw: float,
                 new: int, seeded: bool) -> dict:
     out = {}
@@ -98,7 +92,7 @@ def vllm_decode(vs: VllmSampling, base, R: Results, arch: str, shape: Qwen3Shape
         res = vs.sample(base, None, None, specs, fallback)
         toks = sum(len(s[0]) for r in res for s in r.sequences)
         dec = b * (new - 1) / max(t_full - t_one, 1e-9)
-        bound = bound_tok_s(shape, b, new, bw)
+        bound = decode_bound_tok_s(shape, b, PROMPT, new, bw)
         R.add(bench="sampling", engine="vllm" + ("_seeded" if seeded else ""), arch=arch, batch=b, new=new,
               tokens=toks, tok_s=toks / t_full, decode_tok_s=dec, step_ms=1e3 * (t_full - t_one) / (new - 1),
               prefill_s=t_one, total_s=t_full, hbm_bound_tok_s=bound, frac_of_bound=dec / bound)
@@ -107,16 +101,9 @@ def vllm_decode(vs: VllmSampling, base, R: Results, arch: str, shape: Qwen3Shape
 
 
 def agreement(model, prompts, res, R: Results, tag: str) -> float:
-    seqs = [(p, r.sequences[0][0], r.sequences[0][1]) for p, r in zip(prompts, res)]
-    ids = torch.tensor([p + t[:-1] for p, t, _ in seqs], device=DEV)
-    tgt = torch.tensor([p[1:] + t for p, t, _ in seqs], device=DEV)
-    with torch.no_grad():
-        lp = fused_token_logprobs(model, ids, tgt)[:, PROMPT - 1:].float().cpu()
-    d = lp - torch.tensor([l for _, _, l in seqs])
-    mse = float((d**2).mean())
-    R.add(bench="logprobs_vs_trainer", engine="vllm", check=tag, batch=len(seqs), tokens=d.numel(),
-          mean_abs=float(d.abs().mean()), max_abs=float(d.abs().max()), mse=mse)
-    return mse
+    row = logprob_agreement(model, prompts, res)
+    R.add(bench="logprobs_vs_trainer", engine="vllm", check=tag, **row)
+    return row["mse"]
 
 
 def optimizer_step(model, lr: float) -> None:

@@ -39,9 +39,11 @@ from typing import Any
 
 import torch
 
+from ..sampler import serve_fitting
 from .engine import EngineOptions, StaticEngine
 from .qwen3 import Qwen3Shape
 from .vllm_sampler import VllmSampling  # imports vllm only when used
+from .weights import engine_weights
 
 log = logging.getLogger("backend.gpu")
 
@@ -127,13 +129,7 @@ class StaticSampling:
         if self.unsupported[base.name]:
             return fallback(specs)
         eng = self.engine(base)
-        wid = ("base",) if weights_key is None else ("snapshot", weights_key)
-        if sw is None:
-            eng.load_weights(wid, base.hf, None)
-        elif sw.module is not None:
-            eng.load_weights(wid, sw.module, None)
-        else:
-            eng.load_weights(wid, base.hf, sw.adapter)
+        eng.load_weights(*engine_weights(base, weights_key, sw))
         if poll is not None:
             outer = poll
 
@@ -146,13 +142,4 @@ class StaticSampling:
                         cb(fallback([spec])[0])
                 return out
 
-        fit = [i for i, s in enumerate(specs) if eng.fits(s)]
-        results: list[Any] = [None] * len(specs)
-        if fit:
-            for i, r in zip(fit, eng.generate([specs[i] for i in fit], base.tokenizer, poll=poll)):
-                results[i] = r
-        rest = [i for i in range(len(specs)) if results[i] is None]
-        if rest:
-            for i, r in zip(rest, fallback([specs[i] for i in rest])):
-                results[i] = r
-        return results
+        return serve_fitting(specs, eng.fits, lambda sp: eng.generate(sp, base.tokenizer, poll=poll), fallback)

@@ -40,9 +40,9 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
-from ..sampler import SampleResult, SampleSpec
+from ..sampler import SampleResult, SampleSpec, serve_fitting
 from .engine import EngineOptions
-from .weights import linear_weight
+from .weights import engine_weights, linear_weight
 
 log = logging.getLogger("backend.gpu")
 
@@ -217,25 +217,17 @@ class VllmSampling:
     def sample(self, base, weights_key: str | None, sw, specs: list[SampleSpec], fallback, poll=None):
         """``poll`` is not used: requests that arrive while vLLM runs are served by the next round."""
         llm = self.engine(base)
-        wid = ("base",) if weights_key is None else ("snapshot", weights_key)
-        if sw is None:
-            self.push(base, llm, wid, base.hf, None)
-        elif sw.module is not None:
-            self.push(base, llm, wid, sw.module, None)
-        else:
-            self.push(base, llm, wid, base.hf, sw.adapter)
-        fit = [i for i, s in enumerate(specs) if self.fits(base, s)]
-        results: list[Any] = [None] * len(specs)
-        if fit:
+        self.push(base, llm, *engine_weights(base, weights_key, sw))
+
+        def serve(sp: list[SampleSpec]) -> list[SampleResult]:
+            self.stats["requests"] += len(sp)
             cls = self.params_cls()
-            prompts = [{"prompt_token_ids": list(specs[i].prompt)} for i in fit]
-            outs = llm.generate(prompts, [sampling_params(specs[i], cls) for i in fit], use_tqdm=False)
-            for i, o in zip(fit, outs):
-                results[i] = to_result(specs[i], o)
-            self.stats["requests"] += len(fit)
-        rest = [i for i in range(len(specs)) if results[i] is None]
-        if rest:
-            self.stats["fallback_requests"] += len(rest)
-            for i, r in zip(rest, fallback([specs[i] for i in rest])):
-                results[i] = r
-        return results
+            outs = llm.generate([{"prompt_token_ids": list(s.prompt)} for s in sp],
+                                [sampling_params(s, cls) for s in sp], use_tqdm=False)
+            return [to_result(s, o) for s, o in zip(sp, outs)]
+
+        def to_hf(sp: list[SampleSpec]) -> list[SampleResult]:
+            self.stats["fallback_requests"] += len(sp)
+            return fallback(sp)
+
+        return serve_fitting(specs, lambda s: self.fits(base, s), serve, to_hf)

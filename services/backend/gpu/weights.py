@@ -11,6 +11,17 @@ from __future__ import annotations
 import torch
 
 
+def engine_weights(base, weights_key: str | None, sw) -> tuple[tuple, torch.nn.Module, str | None]:
+    """(weights id, module, LoRA adapter) a sampling engine copies for ``weights_key``: the base model, a
+    full fine-tuned snapshot's own module, or the base model with the snapshot's adapter merged in."""
+    wid = ("base",) if weights_key is None else ("snapshot", weights_key)
+    if sw is None:
+        return wid, base.hf, None
+    if sw.module is not None:
+        return wid, sw.module, None
+    return wid, base.hf, sw.adapter
+
+
 def linear_weight(mod: torch.nn.Module, adapter: str | None) -> torch.Tensor:
     base = getattr(mod, "base_layer", None)
     if base is None:

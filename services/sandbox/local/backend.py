@@ -360,8 +360,7 @@ class LocalBackend(SandboxBackend):
     async def _direct(self, sandbox_id: str, path: str, op: Callable[..., Any], *args: Any) -> Any:
         """``op(host dir, components, *args)`` on the file threads (fileio.py); ``fileio.Fallback`` where
         the sandbox itself must answer (no file threads, a path outside its own trees, or ``op``'s word)."""
-        where = fileio.host_location(self._get(sandbox_id).workspace.run_dir, path) if self.files else None
-        if where is None or self.files is None:
+        if self.files is None or (where := fileio.host_location(self._get(sandbox_id).workspace.run_dir, path)) is None:
             raise fileio.Fallback(path)
         result = await asyncio.wrap_future(self.files.pool.submit(op, *where, *args))
         self.file_ops["direct"] += 1
