@@ -70,3 +70,92 @@ def test_the_check_sees_imports_inside_functions(tmp_path):
     cookbook, cross = violations(svc)
     assert cookbook == ["services/sandbox/x.py imports cookbook.agent"]
     assert cross == {("services/sandbox/x.py", "services.tasks.verifier")}
+
+
+# ------------------------------------------------------------------------------ no import circles in cookbook/
+def module_graph(pkg_root: Path, pkg: str = "cookbook") -> dict[str, set[str]]:
+    """Module -> the modules of ``pkg`` it imports (absolute and relative imports, also inside functions;
+    ``from . import x`` counts as importing ``pkg.x`` when that is a module)."""
+    mods = {}
+    for path in sorted(pkg_root.rglob("*.py")):
+        rel = path.relative_to(pkg_root.parent).with_suffix("")
+        parts = list(rel.parts)
+        is_pkg = parts[-1] == "__init__"
+        if is_pkg:
+            parts = parts[:-1]
+        mods[".".join(parts)] = (path, is_pkg)
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, (path, is_pkg) in mods.items():
+        here = mod.split(".") if is_pkg else mod.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = (here[: len(here) - node.level + 1] if node.level else [])
+                base_mod = ".".join(base + ([node.module] if node.module else []))
+                targets = [base_mod] + [f"{base_mod}.{a.name}" for a in node.names]
+            for t in targets:
+                while t and t not in mods:   # a name inside a module: the module itself
+                    t = t.rpartition(".")[0]
+                if t and t != mod and t.split(".")[0] == pkg:
+                    graph[mod].add(t)
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of more than one module (Tarjan), sorted: an import circle each."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def _parents_only(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Without the edges from a package's __init__ to its own submodules (re-exports) and from a submodule to
+    its parent packages: Python resolves those without a circle."""
+    return {m: {t for t in ts if not t.startswith(m + ".") and not m.startswith(t + ".")} for m, ts in graph.items()}
+
+
+def test_no_import_circles_in_cookbook():
+    cycles = import_cycles(_parents_only(module_graph(REPO / "cookbook")))
+    assert not cycles, "import circles in cookbook/ (data flows one way: CLI -> recipe -> loop -> rollout -> " \
+                       "agent):\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_circle_check_sees_a_circle_through_a_function_level_import(tmp_path):
+    pkg = tmp_path / "cookbook"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "a.py").write_text("from .b import f\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from .a import g\n")
+    (pkg / "c.py").write_text("from cookbook.sub import a\n")
+    assert import_cycles(_parents_only(module_graph(pkg))) == [["cookbook.sub.a", "cookbook.sub.b"]]

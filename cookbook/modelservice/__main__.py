@@ -8,10 +8,8 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import stat
 import sys
-from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -26,6 +24,7 @@ from .agent_runner import main as runner_main
 from .app import ModelServiceState, build_app
 from .budget import BudgetGuard, load_budgets
 from .config import resolve
+from .listeners import tcp_listener, unix_listener
 from .render import ChatRenderer
 from .sampler import TinkerSampler
 from .sessions import Recorder
@@ -103,37 +102,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _unix_listener(path: Path) -> socket.socket:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o755)                 # the sandbox uid must traverse to it
-    if path.exists() or path.is_symlink():
-        if not stat.S_ISSOCK(path.lstat().st_mode):
-            raise RuntimeError(f"{path} exists and is not a socket")
-        probe = socket.socket(socket.AF_UNIX)
-        try:
-            probe.connect(str(path))
-            raise RuntimeError(f"another ModelService is listening on {path}")
-        except (ConnectionRefusedError, FileNotFoundError):
-            path.unlink()                        # stale socket of a dead process
-        finally:
-            probe.close()
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.bind(str(path))
-    os.chmod(path, 0o666)                        # sandbox processes run as another uid
-    s.listen(256)
-    s.setblocking(False)
-    return s
-
-
-def _tcp_listener(host: str, port: int) -> socket.socket:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((host, port))
-    s.listen(256)
-    s.setblocking(False)
-    return s
-
-
 async def build_state(cfg: dict[str, Any], harbor_config: str | None = None):
     """Sampler, tokenizer/renderer, budgets, recorder -> ModelServiceState (also used by tests)."""
     ms, tk = cfg["modelservice"], cfg["tinker"]
@@ -172,9 +140,9 @@ async def serve(cfg: dict[str, Any], harbor_config: str | None = None) -> None:
     state, sampler, budgets = await build_state(cfg, harbor_config)
     listeners = []
     if port:
-        listeners.append(_tcp_listener(ms.get("host", "127.0.0.1"), port))
+        listeners.append(tcp_listener(ms.get("host", "127.0.0.1"), port))
     if sock_path:
-        listeners.append(_unix_listener(sock_path))
+        listeners.append(unix_listener(sock_path))
     app = build_app(state)
 
     @contextlib.asynccontextmanager

@@ -53,6 +53,7 @@ from services.tasks.workspace import build_base
 from . import config as mconfig
 from .app import ModelServiceState, build_app
 from .budget import BudgetGuard, load_budgets
+from .listeners import unix_listener
 from .render import ChatRenderer
 from .sessions import Recorder
 
@@ -149,8 +150,6 @@ class InProcessModelService:
         self._lock: asyncio.Lock | None = None
 
     async def start(self) -> None:
-        from .__main__ import _unix_listener  # noqa: PLC0415 (a cycle: __main__ imports this module)
-
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -158,7 +157,7 @@ class InProcessModelService:
                 return
             recorder = Recorder(ChatRenderer(self.tokenizer), _NoSampler(), BudgetGuard(self.budgets))
             self.state = ModelServiceState(recorder, "local", key=None)
-            listener = _unix_listener(self.socket_path)
+            listener = unix_listener(self.socket_path)
             # SignalServer leaves the signals to the recipe
             self._server = SignalServer(uvicorn.Config(build_app(self.state), log_config=None, access_log=False,
                                                   lifespan="off"))
