@@ -6,6 +6,8 @@
     python configure.py --rock-base-url http://rock-admin:8080 --rock-cluster default   # sandboxes on a ROCK cluster
         [--rock-header X-Key=... --rock-header X-User-Id=...]                          # its auth/routing headers
     python configure.py --ray-trainers 2 --ray-samplers 2 --ray-address auto  # the runtime on Ray (docs/ray.md)
+    python configure.py --task-root "$PWD" --task-id sympy__sympy-19637 --rollout-only   # the seed's flags
+        [--roll-root R --outer-image IMG --node-ip IP --model M]       (docs/seed-mapping.md)
 
 It refuses to overwrite a config you edited (pass --force to regenerate anyway); configs it
 wrote itself and that are unchanged are regenerated freely. Every value it writes is printed.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import ipaddress
 import json
 import os
 import re
@@ -28,6 +31,9 @@ TEMPLATES = ROOT / "templates"
 MANIFEST = ".configure-manifest.json"
 PLACEHOLDER = re.compile(r"\{\{\s*([a-z_][a-z0-9_]*)\s*\}\}")
 TINY_NAME, TINY_PATH = "local/qwen3-tiny-xs", "models/qwen3-tiny-xs"
+SEED_RECORD = "manifest.json"   # the seed's record of this configuration (not a template: written from the flags)
+TASK_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")   # owner__name-NNN (SWE-bench style) or a built-in id
+IMAGE_REF = re.compile(r"[a-z0-9][a-z0-9._/:@-]*")
 
 
 def detect_device() -> str:
@@ -133,10 +139,79 @@ def values(args, out: Path) -> dict[str, str]:
         "rock_headers": json.dumps(dict(h.split("=", 1) for h in args.rock_header)),
         "rollout_only": "true" if args.rollout_only else "false",
         "ray": _ray(args),
+        "task_root": json.dumps(str(task_root(args))),
+        "task_id": json.dumps(args.task_id) if args.task_id else "null",
+        "worker_port": str(args.worker_port),
     }
     if not v["api_key"].startswith("tml-"):
         sys.exit("configure.py: --api-key must start with 'tml-' (the tinker SDK refuses other keys)")
     return v
+
+
+def task_root(args) -> Path:
+    return Path(args.task_root).expanduser().resolve() if args.task_root else ROOT
+
+
+def check_seed_flags(args, ap: argparse.ArgumentParser) -> list[str]:
+    """Validate the seed's flags (docs/seed-mapping.md); returns notes on what each does here (printed)."""
+    notes = []
+    if args.roll_root is not None:
+        rr = Path(args.roll_root).expanduser()
+        if not rr.is_dir():
+            ap.error(f"--roll-root {args.roll_root}: no such directory (a checkout of ROLL)")
+        notes.append(f"--roll-root {rr.resolve()}: recorded in manifest.json; the project's own runtime trains and "
+                     "samples here (no ROLL pipeline is launched)")
+    if args.task_root is not None and not task_root(args).is_dir():
+        ap.error(f"--task-root {args.task_root}: no such directory")
+    if args.task_id is not None:
+        if not TASK_ID.fullmatch(args.task_id):
+            ap.error(f"--task-id {args.task_id!r}: expected an id like owner__name-123 (letters, digits, _ . -)")
+        if find_task(args.task_id, task_root(args)) is None:
+            ap.error(f"--task-id {args.task_id}: no built-in task of that id (datasets/*/) and no "
+                     f"{task_root(args) / 'assets' / 'harbor-tasks' / args.task_id}/task.toml; copy one there with "
+                     f"`prepare_sandbox.py --task DIR --task-id {args.task_id}`")
+    if args.outer_image is not None:
+        if not IMAGE_REF.fullmatch(args.outer_image):
+            ap.error(f"--outer-image {args.outer_image!r}: not an image reference (name[:tag])")
+        notes.append(f"--outer-image {args.outer_image}: the image of ROCK sandboxes (config/harbor.yaml sandbox.image); "
+                     "local and Docker sandboxes need no outer controller container")
+    if args.node_ip is not None:
+        try:
+            ipaddress.ip_address(args.node_ip)
+        except ValueError:
+            ap.error(f"--node-ip {args.node_ip!r}: not an IP address")
+        notes.append(f"--node-ip {args.node_ip}: recorded in manifest.json; every service binds 127.0.0.1 "
+                     "(docs/security.md)")
+    if args.rollout_only:
+        notes.append("--rollout-only: config/harbor.yaml run.rollout_only: true; sft/grpo/ppo/ppo-kl refuse to run")
+    return notes
+
+
+def find_task(task_id: str, root: Path) -> Path | None:
+    """A built-in task (datasets/*/<id>) or <root>/assets/harbor-tasks/<id> (a task folder with task.toml)."""
+    short = task_id.split("/")[-1]
+    for d in [*sorted((ROOT / "datasets").glob(f"*/{short}")), root / "assets" / "harbor-tasks" / task_id]:
+        if (d / "task.toml").exists():
+            return d
+    return None
+
+
+def seed_record(args, vals: dict[str, str]) -> str:
+    """config/manifest.json: what the seed's configure.py records (docs/seed-mapping.md)."""
+    return json.dumps({
+        "version": 1, "repo_root": str(ROOT), "task_root": str(task_root(args)),
+        "roll_root": str(Path(args.roll_root).expanduser().resolve()) if args.roll_root else None,
+        "node_ip": args.node_ip or "127.0.0.1",
+        "ports": {"admin": args.admin_port, "backend": args.port, "worker": args.worker_port,
+                  "modelservice": args.modelservice_port},
+        "model": vals["model_name"], "model_path": vals["model_path"],
+        "model_download": "local-dir" if Path(vals["model_path"]).is_absolute() else
+                          ("embedded" if vals["model_name"] == TINY_NAME else "hf-cache"),
+        "rollout_only": bool(args.rollout_only), "outer_image": args.outer_image, "task_id": args.task_id,
+        "rock_base_url": args.rock_base_url, "rock_cluster": args.rock_cluster,
+        "sandbox": {"flavor": vals["sandbox_flavor"], "base_url": vals["sandbox_base_url"],
+                    "backend": vals["admin_backend"]},
+    }, indent=1) + "\n"
 
 
 def render(text: str, vals: dict[str, str], name: str) -> str:
@@ -183,7 +258,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ray-address", default=None,
                     help="Ray cluster to join: auto (the one `ray start` runs here), host:port, or local (a private "
                          "one; default)")
-    ap.add_argument("--rollout-only", action="store_true", help="evaluation only: no training, no reference model")
+    ap.add_argument("--rollout-only", action="store_true",
+                    help="evaluation only: config/harbor.yaml run.rollout_only (training modes refuse to run)")
+    seed = ap.add_argument_group("the seed's flags (ROCK Tinker Quick Start; docs/seed-mapping.md)")
+    seed.add_argument("--task-root", default=None, metavar="DIR",
+                      help="where run.sh finds published tasks: DIR/assets/harbor-tasks/<ID> (default: the repo root)")
+    seed.add_argument("--task-id", default=None, metavar="ID",
+                      help="the default task of run.sh modes (built-in id or one under --task-root); checked to exist")
+    seed.add_argument("--roll-root", default=None, metavar="DIR",
+                      help="a ROLL checkout: validated and recorded (the project's own runtime replaces it)")
+    seed.add_argument("--outer-image", default=None, metavar="IMAGE",
+                      help="the ROCK sandboxes' image (config/harbor.yaml sandbox.image)")
+    seed.add_argument("--node-ip", default=None, metavar="IP",
+                      help="the seed's node IP: validated and recorded; services still bind 127.0.0.1")
+    seed.add_argument("--worker-port", type=int, default=22555,
+                      help="`serve.sh worker` port (default 22555, the seed's host rocklet port)")
+    seed.add_argument("--modelservice-port", type=int, default=28080,
+                      help="ModelService TCP port recorded in manifest.json (default 28080; `serve.sh modelservice`)")
     ap.add_argument("--out", default=str(ROOT / "config"), help="output directory (default: config/)")
     ap.add_argument("--force", action="store_true", help="overwrite configs even if you edited them")
     args = ap.parse_args(argv)
@@ -191,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         ap.error(f"--rock-header needs NAME=VALUE, got {bad}")
 
+    notes = check_seed_flags(args, ap)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)
@@ -204,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
     manifest = json.loads(man_path.read_text()) if man_path.exists() else {}
     templates = sorted(TEMPLATES.glob("*.yaml"))
     rendered = {t.name: render(t.read_text(), vals, t.name) for t in templates}
+    if args.outer_image:
+        rendered["harbor.yaml"] = rendered["harbor.yaml"].replace("  image: lts/base:bookworm ",
+                                                                  f"  image: {args.outer_image} ", 1)
+    rendered[SEED_RECORD] = seed_record(args, vals)
     refused = []
     for name in rendered:
         dest = out / name
@@ -224,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     man_path.write_text(json.dumps(manifest, indent=1))
     shown = {k: (v if "key" not in k else v[:8] + "…") for k, v in vals.items()}
     print(json.dumps(shown, indent=1))
+    for n in notes:
+        print(f"note: {n}")
     return 0
 
 

@@ -5,7 +5,7 @@ mini-swe-agent``) serves the ModelService in the rollout process (``InProcessMod
 each session with the rollout's policy; one run against a separately served ModelService:
 
     python -m cookbook.modelservice mini-swe-agent --task-id micro/clamp [--dataset datasets/micro]
-        [--modelservice-url http://127.0.0.1:19300 --modelservice-key K --socket state/modelservice/sock/model.sock]
+        [--modelservice-url http://127.0.0.1:28080 --modelservice-key K --socket state/modelservice/sock/model.sock]
         [--out DIR] [--step-limit 4] [--max-tokens 256]
 
 Flow: a ModelService session is opened for the rollout; the sandbox is created with the

@@ -16,7 +16,7 @@ from services.common.paths import CONFIG_DIR, REPO_ROOT, STATE_DIR
 DEFAULTS: dict[str, Any] = {
     "modelservice": {
         "host": "127.0.0.1",
-        "port": 19300,                       # 0: no TCP listener
+        "port": 28080,                       # 0: no TCP listener
         "socket": str(STATE_DIR / "modelservice" / "sock" / "model.sock"),   # "": no Unix socket
         "key": None,                         # env LTS_MODELSERVICE_KEY; default: the backend's key
         "log_file": "state/logs/modelservice.log",

@@ -38,7 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("role", choices=["admin", "worker"])
     p.add_argument("--config", default=None, help="YAML config (default: config/admin.yaml, else templates/admin.yaml)")
     p.add_argument("--host", default=None, help="bind address (default from config: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=None, help="port (default from config: admin 18080, worker 18081)")
+    p.add_argument("--port", type=int, default=None, help="port (default from config: admin 18080, worker 22555)")
     p.add_argument("--backend", default=None, help="local | docker | rock | worker (admin only; overrides config)")
     p.add_argument("--log-file", default=None, help="log file (default from config, under state/logs/)")
     p.add_argument("--log-level", default="INFO")
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     log_file = args.log_file or section.get("log_file") or f"state/logs/sandbox-{args.role}.log"
     log = setup_logging(f"sandbox-{args.role}", sbconfig.resolve(log_file), args.log_level)
     host = args.host or section.get("host", "127.0.0.1")
-    port = args.port or int(section.get("port", 18080 if args.role == "admin" else 18081))
+    port = args.port or int(section.get("port", 18080 if args.role == "admin" else 22555))
     try:
         asyncio.run(serve(args.role, cfg, backend_name, host, port))
     except Exception as e:

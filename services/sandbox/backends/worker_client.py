@@ -25,7 +25,7 @@ class WorkerBackend(SandboxBackend):
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "WorkerBackend":
         w = config.get("worker") or {}
-        url = w.get("url") or f"http://{w.get('host', '127.0.0.1')}:{w.get('port', 18081)}"
+        url = w.get("url") or f"http://{w.get('host', '127.0.0.1')}:{w.get('port', 22555)}"
         return cls(url, config["auth"]["key"], config["auth"].get("header", "X-Key"))
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
