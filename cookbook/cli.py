@@ -16,6 +16,9 @@ from pathlib import Path
 import tinker
 from tqdm import tqdm
 
+from services.common.config import load_config
+from services.common.paths import REPO_ROOT
+
 from . import train
 from .agent.agent import TinkerPolicy
 from .agent.chat_format import eos_id
@@ -24,7 +27,8 @@ from .evaluation import score
 from .recorder import write_exit_status
 from .rollout import Failures
 from .runs import endpoints, install_signal_handlers, new_run_dir, services, setup_client_log
-from .setup import load_tasks, make_context
+from .setup import budget_flags, make_context
+from .tasks import configured_task_id, load_tasks, write_task_manifest
 
 log = logging.getLogger("cookbook")
 
@@ -40,16 +44,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse(argv: list[str] | None = None) -> AnyConfig:
-    """The typed config of ``run.sh MODE FLAGS...``."""
+    """The typed config of ``run.sh MODE FLAGS...``. Without --task-id, --dataset and --preset, the task
+    configure.py --task-id recorded (config/harbor.yaml tasks.task_id), as the seed's run.sh."""
     given = vars(build_parser().parse_args(argv))
+    if not ({"task_id", "dataset", "preset"} & set(given)) and configured_task_id():
+        given["task_id"] = [configured_task_id()]
     return build(given.pop("mode"), given)
+
+
+def refuse_training_when_rollout_only(cfg: AnyConfig) -> None:
+    if not isinstance(cfg, RolloutConfig) and (load_config("harbor").get("run") or {}).get("rollout_only"):
+        raise SystemExit(f"run.sh {cfg.MODE}: this configuration is rollout-only (configure.py --rollout-only: "
+                         "config/harbor.yaml run.rollout_only); re-run configure.py without it to train")
 
 
 async def rollout_main(cfg: RolloutConfig, run_dir: Path) -> int:
     c = cfg.common
     ep = endpoints(need_sandbox=c.sandbox == "manager")
     tasks = load_tasks(c.dataset, c.split, c.task_id)
-    ctx = await make_context(ep, tasks, c.sandbox, c.preset, c.rollout_concurrency, c.seed, agent=cfg.agent)
+    ctx = await make_context(ep, tasks, c.sandbox, c.preset, c.rollout_concurrency, c.seed, agent=cfg.agent,
+                             budgets=budget_flags(c.max_turns, c.max_tokens))
     sc = tinker.ServiceClient(base_url=ep.backend_url, api_key=ep.api_key)
     if cfg.model_path:
         sampler = await sc.create_sampling_client(model_path=cfg.model_path)
@@ -68,6 +82,7 @@ async def rollout_main(cfg: RolloutConfig, run_dir: Path) -> int:
     bar.close()
     name = c.name or "rollout"
     res_dir = run_dir / "results" / name
+    write_task_manifest(res_dir, tasks, c.dataset, c.split, c.task_id, c.seed)
     summaries = []
     single = len(items) == 1  # one rollout: results/<name>/{summary,trajectory}.* directly
     for i, ((task, _), tr) in enumerate(zip(items, trajs)):
@@ -78,7 +93,7 @@ async def rollout_main(cfg: RolloutConfig, run_dir: Path) -> int:
             continue
         sub.mkdir(parents=True, exist_ok=True)
         tr.save(sub)
-        s = tr.summary()
+        s = {**tr.summary(), **seed_summary(tr, task, i, run_dir, c)}
         (sub / "summary.json").write_text(json.dumps(s, indent=1))
         summaries.append(s)
         log.info("rollout %s: reward=%s turns=%d stop=%s", task.name, tr.reward, len(tr.turns), tr.stop_reason)
@@ -94,8 +109,29 @@ async def rollout_main(cfg: RolloutConfig, run_dir: Path) -> int:
     return 0 if len(done) == len(items) else 1
 
 
+def seed_summary(tr, task, i: int, run_dir: Path, c) -> dict:
+    """summary.json's fields under the seed's names (docs/seed-mapping.md), beside ours."""
+    return {"mode": "rollout", "runtime_id": run_dir.name, "runtime_type": "local", "runtime_ready": True,
+            "runtime_status": "completed", "env_id": f"{task.slug}-{i:03d}", "task_name": task.name,
+            "dataset": c.dataset, "split": c.split, "bench_name": "SWE-bench" if task.swe else "harbor",
+            "sample_tokens": len(tr.turns[0].sampled_tokens) if tr.turns else 0}
+
+
+def server_job_line(run_dir: Path, ep, started: list[str]) -> str:
+    """The seed's ``TINKER_SERVER_JOB {...}`` marker: which backend this run talks to and where its log is."""
+    if "backend" in started:
+        log_dir = run_dir
+    else:
+        log_file = (load_config("runtime").get("backend") or {}).get("log_file", "state/logs/backend.log")
+        p = Path(log_file)
+        log_dir = (p if p.is_absolute() else REPO_ROOT / p).parent
+    return "TINKER_SERVER_JOB " + json.dumps({"job_id": run_dir.name, "platform": "local",
+                                               "base_url": ep.backend_url, "log_dir": str(log_dir)})
+
+
 def main(argv: list[str] | None = None) -> int:
     cfg = parse(argv)
+    refuse_training_when_rollout_only(cfg)
     c = cfg.common
     if c.sandbox_backend:   # read by cookbook.runs.endpoints() wherever endpoints are built
         os.environ["LTS_SANDBOX_BACKEND"] = c.sandbox_backend
@@ -104,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_client_log(run_dir)
     install_signal_handlers()
     print(f"Run directory: {run_dir}", flush=True)
-    log.info("Results dir: %s", run_dir)
+    log.info("Results dir: %s", run_dir / "results" / (c.name or cfg.MODE))
     log.info("command: %s", " ".join(sys.argv))
     started = time.time()
     code = 1
@@ -114,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         with ctx as started_services:
             if started_services:
                 log.info("started for this run: %s", ", ".join(started_services))
+            log.info("%s", server_job_line(run_dir, ep, list(started_services)))
             if isinstance(cfg, RolloutConfig):
                 code = asyncio.run(rollout_main(cfg, run_dir))
             else:

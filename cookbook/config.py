@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .presets import MODE_DEFAULTS, PRESETS, RL_MODES
+from .presets import MODE_DEFAULTS, PRESETS, RL_MODES, SEED_DEFAULTS
 
 
 def flag(help_: str, default: Any = None, *, choices: list[str] | None = None, metavar: str | None = None,
@@ -43,8 +43,12 @@ class Common:
     preset: str | None = flag("settings for the embedded tiny default (cookbook/presets.py)", choices=sorted(PRESETS))
     seed: int = flag("seed of the run's rng and sampling streams (default 0)", 0)
     temperature: float = flag("sampling temperature (default 1.0)", 1.0)
-    rollout_concurrency: int = flag("sandboxes at once (default 16; 64 with --preset quickstart, whose sandboxes "
-                                    "are tiny)", 16)
+    max_turns: int | None = flag("model calls per episode (default: config/harbor.yaml agent.budgets.max_turns, 32; "
+                                 "a preset's own)", metavar="N")
+    max_tokens: int | None = flag("sampled tokens per model call (default: config/harbor.yaml agent.budgets."
+                                  "max_output_tokens, 8192; a preset's own)", metavar="N")
+    rollout_concurrency: int = flag("sandboxes at once (default 16; RL without a preset: group size x groups per "
+                                    "step; 64 with a preset, whose sandboxes are tiny)", 16)
     no_services: bool = flag("do not start the backend / sandbox manager", False, switch=False)
 
 
@@ -59,8 +63,8 @@ class Training:
     num_steps: int = flag("optimizer steps (default 100 sft, 20 RL; quickstart 200 / 60)", 20)
     save_state: str | None = flag("save the final training state under this name (checkpoint.json)")
     save_every: int = flag("save a resumable checkpoint every N steps (--resume continues from the last one)", 5)
-    init_from: str | None = flag("tinker:// checkpoint to start from, 'none', or default: the latest sft of this "
-                                 "config")
+    init_from: str | None = flag("tinker:// checkpoint to start from, or 'none' (default: the base model; with "
+                                 "--preset, the latest sft of that preset and config, printed)")
     resume: str | None = flag("continue a killed run from its last checkpoint", metavar="RUN_DIR")
     reward_cache: bool = flag("reuse the verifier's result for an identical final workspace (default: on with "
                               "--preset quickstart, whose agent has no bash tool)", False, switch=True)
@@ -162,8 +166,11 @@ class PpoConfig(RLConfig):
 
     MODE: ClassVar[str] = "ppo"
     ADVANTAGES: ClassVar[str] = "baseline"
-    ppo_epochs: int = flag("epochs over each batch", 2)
-    minibatches: int = flag("minibatches per epoch", 2)
+    ppo_epochs: int = flag("epochs over each batch (default 2; 1 without a preset)", 2)
+    minibatches: int = flag("minibatches per epoch (default 2; 1 without a preset)", 2)
+    baseline: str = flag("advantage = return - a running mean of batch rewards (running-mean; with a preset), or "
+                         "the return itself (none; without a preset, as the seed: every sampled transition trains)",
+                         "running-mean", choices=["running-mean", "none"])
     clip_low: float | None = flag("lower clip of the importance ratio, sent as the ppo loss config", 0.8)
     clip_high: float | None = flag("upper clip of the importance ratio, sent as the ppo loss config", 1.2)
 
@@ -195,7 +202,8 @@ AnyTrain = SftConfig | GrpoConfig | PpoConfig | PpoKlConfig
 AnyConfig = RolloutConfig | AnyTrain
 CONFIGS: dict[str, type] = {c.MODE: c for c in (RolloutConfig, SftConfig, GrpoConfig, PpoConfig, PpoKlConfig)}
 HELP = {"rollout": "evaluate the agent on tasks (no training)", "sft": "supervised warm start on gold trajectories",
-        "grpo": "group-relative policy optimisation", "ppo": "clipped PPO with a baseline, several minibatch epochs",
+        "grpo": "group-relative policy optimisation",
+        "ppo": "clipped PPO (without a preset: one rollout, one update on its return, as the seed)",
         "ppo-kl": "PPO plus a k3 KL penalty against the frozen reference"}
 
 
@@ -246,10 +254,12 @@ def build(mode: str, given: dict[str, Any]) -> AnyConfig:
     cls = CONFIGS[mode]
     sections = ["all", *(["train"] if mode != "rollout" else []), *(["rl"] if mode in RL_MODES else []), mode]
     values: dict[str, Any] = {}
-    for table in (MODE_DEFAULTS, PRESETS[given["preset"]].defaults if given.get("preset") else {}):
+    for table in (MODE_DEFAULTS, PRESETS[given["preset"]].defaults if given.get("preset") else SEED_DEFAULTS):
         for section in sections:
             values.update(table.get(section, {}))
     values.update(given)
+    if mode in RL_MODES and "rollout_concurrency" not in values:   # the seed: a whole step's rollouts at once
+        values["rollout_concurrency"] = values.get("group_size", 10) * values.get("groups_per_step", 4)
     kwargs: dict[str, Any] = {}
     parts: dict[str, dict[str, Any]] = {name: {} for name in PARTS if name in {f.name for f in dataclasses.fields(cls)}}
     for part, f in _leaves(cls):

@@ -13,11 +13,22 @@ from typing import Any
 
 RL_MODES = ("grpo", "ppo", "ppo-kl")
 
-# The defaults that depend on the mode (without a preset); the fields' own defaults are the rest.
+# The defaults that depend on the mode; the fields' own defaults are the rest.
 MODE_DEFAULTS: dict[str, dict[str, Any]] = {
     "train": {"split": "train"},
     "sft": {"learning_rate": 1e-4, "num_steps": 100},
     "rl": {"learning_rate": 1e-5, "num_steps": 20},
+}
+
+# Without --preset, the RL modes take the seed's defaults (ROCK Tinker Quick Start, docs/seed-mapping.md):
+# one step of one task; grpo = a group of 8 rollouts (all at once: --rollout-concurrency defaults to
+# group size x groups per step), advantages (r - mean) / (population std + 1e-6); ppo / ppo-kl = one
+# rollout and one optimizer step on its return (no baseline: advantage = the trajectory's return).
+SEED_DEFAULTS: dict[str, dict[str, Any]] = {
+    "rl": {"learning_rate": 3e-6, "num_steps": 1, "groups_per_step": 1, "lora_rank": 32},
+    "grpo": {"group_size": 8, "normalize_std": True},
+    "ppo": {"group_size": 1, "ppo_epochs": 1, "minibatches": 1, "baseline": "none"},
+    "ppo-kl": {"group_size": 1, "ppo_epochs": 1, "minibatches": 1, "baseline": "none"},
 }
 
 

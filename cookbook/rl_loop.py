@@ -16,6 +16,7 @@ loop (``rl_step``).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import random
@@ -57,6 +58,7 @@ class RLState:
 
     order: list[int] = field(default_factory=list)
     baseline: float | None = None
+    published: Any = None   # the sampler of the weights after the last update (not saved: the next step's sampler)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "RLState":
@@ -112,7 +114,7 @@ def _advantages(cfg: RLConfig, groups: list[list[Trajectory]], state: RLState):
             group_advs.append(a)
         trajs += g
         advs += a
-    if cfg.ADVANTAGES == "baseline" and trajs:
+    if cfg.ADVANTAGES == "baseline" and trajs and getattr(cfg, "baseline", "running-mean") == "running-mean":
         advs, state.baseline = baseline_advantages([float(t.reward or 0.0) for t in trajs], state.baseline)
     return trajs, advs, group_returns, group_advs, skipped
 
@@ -137,8 +139,9 @@ async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: R
             if tr is not None:
                 save_rollout(tr, sd, f"rollout_{k:02d}", {"rollout_idx": k, "return": tr.reward, "advantage": adv})
             k += 1
-    # ppo-kl trains every trajectory (zero advantage too): its KL penalty covers every sampled token
-    segs = rl_segments(trajs, advs, keep_zero=isinstance(cfg, PpoKlConfig))
+    # ppo-kl trains every trajectory (zero advantage too): its KL penalty covers every sampled token; so does
+    # ppo without a baseline (the seed's: one episode, one update on its return, whatever the return)
+    segs = rl_segments(trajs, advs, keep_zero=isinstance(cfg, PpoKlConfig) or getattr(cfg, "baseline", "") == "none")
     if cfg.max_train_transitions and len(segs) > cfg.max_train_transitions:
         segs = ctx.rng.sample(segs, cfg.max_train_transitions)
     datums = [rl_datum(s, a) for s, a in segs]
@@ -146,6 +149,7 @@ async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: R
     rec["train_transitions"] = len(datums)
     rec["train_tokens"] = int(sum(d.model_input.length for d in datums))
     rec["learning_rate"] = lr = lr_at(cfg, step)
+    rec.update(seed_step_fields(batch, group_returns, len(datums)))
     t2 = time.time()
     if datums:
         if isinstance(cfg, PpoConfig):
@@ -154,9 +158,18 @@ async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: R
         else:
             f = tc.forward_backward(datums, cfg.loss_name, cfg.loss_config())
             o = tc.optim_step(adam(lr))
-            fb, opt = await f, await o
+            fb = await f
+            log.info("forward_backward done: %s", json.dumps(fb.metrics))
+            opt = await o
+            log.info("optim_step done: %s", json.dumps(opt.metrics or {}))
             rec["fwdbwd_metrics"] = fb.metrics
             rec["optim_metrics"] = opt.metrics or {}
+    else:   # the seed's words: nothing to train on (every group dropped or without variance)
+        log.info("skipping step %d: no training transitions (%d of %d rollouts succeeded, %d groups without "
+                 "reward variance)", step, rec["rollouts_succeeded"], rec["rollouts_total"], skipped)
+        rec.update(skipped=True, train_skipped=True, fwdbwd_metrics={}, optim_metrics={})
+    rec.setdefault("ref_logprobs_elapsed", 0.0)
+    rec["train_elapsed"] = time.time() - t2
     timings = {"weight_sync_s": batch.weight_sync_s, "rollout_s": batch.rollout_s, "train_s": time.time() - t2,
                "sandbox_s": sum(t.timings.get("sandbox_s", 0) for t in trajs),
                "sampling_s": sum(t.timings.get("sample_s", 0) for t in trajs),
@@ -166,6 +179,21 @@ async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: R
                       **{f"optim/{k}": v for k, v in rec.get("optim_metrics", {}).items()}}
     write_step_result(run_dir, step, rec)
     return rec
+
+
+def seed_step_fields(batch: Batch, group_returns: list[list[float]], n_datums: int) -> dict[str, Any]:
+    """step_result.json's fields under the seed's names (docs/seed-mapping.md), beside ours. One group per
+    step (the seed's shape): task_name, group_mean and group_std are that group's; else lists per group."""
+    ok = [t for g in batch.groups for t in g if t is not None]
+    one = len(batch.tasks) == 1
+    means = [float(np.mean(r)) if r else 0.0 for r in group_returns]
+    stds = [float(np.std(r)) if r else 0.0 for r in group_returns]
+    return {"task_name": batch.tasks[0].name if one else [t.name for t in batch.tasks],
+            "rollouts_total": sum(len(g) for g in batch.groups), "rollouts_succeeded": len(ok),
+            "rollouts_failed": sum(len(g) for g in batch.groups) - len(ok),
+            "group_mean": (means[0] if means else 0.0) if one else means,
+            "group_std": (stds[0] if stds else 0.0) if one else stds,
+            "total_transitions": n_datums, "rollout_elapsed": batch.rollout_s}
 
 
 def pick_tasks(cfg: RLConfig, ctx, state: RLState) -> list:
@@ -178,14 +206,27 @@ def pick_tasks(cfg: RLConfig, ctx, state: RLState) -> list:
 
 
 async def rl_step(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: RLState, eos: int, reference=None) -> dict:
-    """One synchronous step (--max-steps-off-policy 0): sample with the current weights, then train."""
+    """One synchronous step (--max-steps-off-policy 0): sample with the current weights (those the last step
+    published, else saved now), train, then publish the new weights to the sampler (the next step's)."""
     t0 = time.time()
-    sampler = await tc.save_weights_and_get_sampling_client()
+    sampler = state.published or await tc.save_weights_and_get_sampling_client()
     sync_s = time.time() - t0
     pol = TinkerPolicy(sampler, [eos], temperature=cfg.common.temperature)
     batch = await sample_batch(cfg, ctx, step, pol, pick_tasks(cfg, ctx, state), step)
     batch.weight_sync_s = sync_s
-    return await train_batch(cfg, ctx, tc, step, run_dir, state, batch, reference)
+    rec = await train_batch(cfg, ctx, tc, step, run_dir, state, batch, reference)
+    t1 = time.time()
+    state.published = await tc.save_weights_and_get_sampling_client()
+    rec["timings"]["weight_sync_s"] += time.time() - t1
+    rec["published_sampling_client"] = sampler_id(state.published)
+    log.info("Weights published to sampler: %s", rec["published_sampling_client"])
+    write_step_result(run_dir, step, rec)
+    return rec
+
+
+def sampler_id(sampler) -> str | None:
+    """A sampling client's id: its checkpoint path, else its sampling session."""
+    return getattr(sampler, "model_path", None) or getattr(sampler, "_sampling_session_id", None)
 
 
 def tasks_for_step(cfg: RLConfig, n_tasks: int, step: int) -> list[int]:
@@ -296,6 +337,8 @@ async def off_policy_step(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, stat
     t1 = time.time()
     sampler.publish(await tc.save_weights_and_get_sampling_client(), step + 1)
     rec["timings"]["weight_sync_s"] = time.time() - t1
+    rec["published_sampling_client"] = sampler_id(sampler.newest[0])
+    log.info("Weights published to sampler: %s", rec["published_sampling_client"])
     rec["timings"]["rollout_idle_s"] = sampler.take_idle()
     write_step_result(run_dir, step, rec)
     return rec
@@ -311,6 +354,7 @@ async def ppo_update(cfg: PpoConfig, tc, datums, masks, reference, rng: random.R
 
     beta = cfg.kl_beta if isinstance(cfg, PpoKlConfig) else 0.0
     ref_lps: list[torch.Tensor | None] = [None] * len(datums)
+    t_ref = time.time()
     if reference is not None:
         async def ref_of(d):
             toks = d.model_input.to_ints() + [int(d.loss_fn_inputs["target_tokens"].to_numpy()[-1])]
@@ -318,10 +362,12 @@ async def ppo_update(cfg: PpoConfig, tc, datums, masks, reference, rng: random.R
             return torch.tensor([0.0 if x is None else x for x in lps[1:]], dtype=torch.float32)
 
         ref_lps = list(await asyncio.gather(*(ref_of(d) for d in datums)))
+    ref_elapsed = time.time() - t_ref if reference is not None else 0.0
     lo, hi = cfg.clip_low, cfg.clip_high
     assert lo is not None and hi is not None, "ppo needs both clip thresholds"
     idx = list(range(len(datums)))
     fb_metrics: dict[str, float] = {}
+    opt_metrics: dict[str, float] = {}
     kls: list[float] = []
     clipfracs: list[float] = []
     for _ in range(cfg.ppo_epochs):
@@ -344,8 +390,11 @@ async def ppo_update(cfg: PpoConfig, tc, datums, masks, reference, rng: random.R
             fb = await f
             if beta > 0:
                 await kf
-            await o
+            log.info("forward_backward done: %s", json.dumps(fb.metrics))
+            opt = await o
+            log.info("optim_step done: %s", json.dumps(opt.metrics or {}))
             fb_metrics = fb.metrics
+            opt_metrics = opt.metrics or {}
             kl_sum = clip_n = 0.0
             for i, out, rl, mask in zip(mb, fb.loss_fn_outputs, refs, mb_masks):
                 lp = torch.tensor(out["logprobs"].to_numpy())
@@ -356,5 +405,6 @@ async def ppo_update(cfg: PpoConfig, tc, datums, masks, reference, rng: random.R
                     kl_sum += float(((torch.exp(diff) - 1 - diff) * mask).sum())
             kls.append(kl_sum / ntok)
             clipfracs.append(clip_n / ntok)
-    return {"fwdbwd_metrics": fb_metrics, "optim_metrics": {}, "kl_per_token": float(np.mean(kls)) if kls else 0.0,
+    return {"fwdbwd_metrics": fb_metrics, "optim_metrics": opt_metrics, "ref_logprobs_elapsed": ref_elapsed,
+            "kl_per_token": float(np.mean(kls)) if kls else 0.0,
             "kl_beta": beta, "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0, "ppo_epochs": cfg.ppo_epochs}

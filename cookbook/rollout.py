@@ -246,6 +246,8 @@ class Rollouts:
                     for flag in res.flags:
                         failures.hacks[flag] = failures.hacks.get(flag, 0) + 1
                     traj.timings["total_s"] = time.time() - t0
+                    log.info("Rollout done: task=%s reward=%s turns=%d stop=%s (%.1fs)", task.name, traj.reward,
+                             len(traj.turns), traj.stop_reason, traj.timings["total_s"])
                     return traj
                 except Exception as e:  # noqa: BLE001  (sandbox creation / transport failure)
                     failures.retries += int(attempt < self.max_retries)

@@ -17,11 +17,10 @@ from transformers import AutoTokenizer
 from unidiff import PatchSet
 
 from services.common.config import load_config
-from services.common.paths import DATASETS_DIR, REPO_ROOT
 from services.sandbox.client import SandboxManagerClient
 from services.tasks.hostsandbox import HostSandbox
-from services.tasks.prepare import ImageRef, base_of, prepare_tasks
-from services.tasks.task import Task, load_dataset
+from services.tasks.prepare import ImageRef
+from services.tasks.task import Task
 
 from .agent.chat_format import tool_call_text
 from .agent.scripted import gold_turns
@@ -30,47 +29,10 @@ from .modelservice.rock_pull import RockPullMiniSweAgent
 from .presets import PRESETS
 from .rollout import AgentConfig, Rollouts
 from .runs import Endpoints
+from .tasks import load_tasks, prepare_bases
 
 log = logging.getLogger("cookbook")
-PREP_DIR = REPO_ROOT / "sandbox-preparation"
-
-
-def load_tasks(dataset: str, split: str | None, task_ids: list[str] | None = None) -> list[Task]:
-    path = Path(dataset)
-    if not path.exists():
-        path = DATASETS_DIR / dataset
-    if not path.exists():
-        raise SystemExit(f"dataset {dataset!r} not found (a folder of Harbor tasks, a manifest, or one of "
-                         f"{sorted(p.name for p in DATASETS_DIR.iterdir() if p.is_dir())})")
-    ds = load_dataset(path)
-    if split and not ds.splits:   # a plain folder of Harbor tasks has no splits: every task is in each
-        log.warning("dataset %s has no splits; split %r = all %d tasks", path, split, len(ds.tasks))
-        split = None
-    tasks = ds.split(split) if split else ds.tasks
-    if task_ids:
-        want = set(task_ids)
-        tasks = [t for t in ds.tasks if t.name in want or t.name.split("/")[-1] in want or t.slug in want]
-        missing = want - {t.name for t in tasks} - {t.name.split("/")[-1] for t in tasks} - {t.slug for t in tasks}
-        if missing:
-            raise SystemExit(f"unknown task id(s) {sorted(missing)} in {path}")
-    if not tasks:
-        raise SystemExit(f"no tasks selected from {path} (split {split!r})")
-    return tasks
-
-
-async def prepare_bases(tasks: list[Task], backend: str = "local") -> dict[str, Path]:
-    """Scrubbed single-commit bases (the sandboxes' lower layers); idempotent and quick. With the
-    docker backend, tasks whose repo lives in their image get their scrubbed image instead (an
-    ``ImageRef``; services/sandbox/docker_images.py)."""
-    manifest = await prepare_tasks(tasks, PREP_DIR, validate=False, progress=False, log=lambda s: log.info(s),
-                                   backend=backend)
-    out = {}
-    for t in tasks:
-        e = manifest["tasks"].get(t.slug) or manifest["tasks"].get(t.name) or {}
-        if e.get("excluded"):
-            raise SystemExit(f"task {t.name} cannot be prepared: {e.get('reason')}")
-        out[t.name] = base_of(e)
-    return out
+__all__ = ["load_tasks", "prepare_bases"]   # moved to cookbook/tasks.py
 
 
 def sandbox_factory(ep: Endpoints, kind: str):
@@ -98,13 +60,24 @@ def sandbox_factory(ep: Endpoints, kind: str):
     return manager
 
 
-def agent_config(preset: str | None = None) -> AgentConfig:
-    """config/harbor.yaml ``agent:`` with the preset's agent over it (its budgets key by key)."""
+def agent_config(preset: str | None = None, budgets: dict[str, Any] | None = None) -> AgentConfig:
+    """config/harbor.yaml ``agent:`` (the one source of truth) with the preset's agent over it (its budgets
+    key by key), then the run's own budget flags (``budgets``: --max-turns, --max-tokens)."""
     cfg = dict(load_config("harbor").get("agent") or {})
     if preset:
         over = PRESETS[preset].agent
         cfg = {**cfg, **over, "budgets": {**(cfg.get("budgets") or {}), **over.get("budgets", {})}}
+    if budgets:
+        cfg["budgets"] = {**(cfg.get("budgets") or {}), **budgets}
     return AgentConfig.from_config(cfg)
+
+
+def budget_flags(max_turns: int | None, max_tokens: int | None) -> dict[str, int]:
+    """--max-turns / --max-tokens as agent budget overrides (the flags given only)."""
+    for name, v in (("--max-turns", max_turns), ("--max-tokens", max_tokens)):
+        if v is not None and v < 1:
+            raise SystemExit(f"{name} must be >= 1, got {v}")
+    return {k: v for k, v in (("max_turns", max_turns), ("max_output_tokens", max_tokens)) if v is not None}
 
 
 def gold_turns_for(task: Task, tools: list[str] | None = None, max_turns: int | None = None) -> list[str]:
@@ -221,12 +194,13 @@ class RunContext:
 
 
 async def make_context(ep: Endpoints, tasks: list[Task], sandbox: str, preset: str | None, concurrency: int, seed: int,
-                       reward_cache: bool = False, agent: str = "builtin") -> RunContext:
+                       reward_cache: bool = False, agent: str = "builtin",
+                       budgets: dict[str, Any] | None = None) -> RunContext:
     """``agent``: builtin (cookbook.agent.SWEAgent) or mini-swe-agent (unmodified, in the sandbox, through
     the in-process ModelService: cookbook/modelservice/agent_runner.py)."""
     tok = AutoTokenizer.from_pretrained(ep.tokenizer_path)
     bases = await prepare_bases(tasks, ep.sandbox_backend if sandbox == "manager" else "local")
-    acfg = agent_config(preset)
+    acfg = agent_config(preset, budgets)
     grading = (load_config("harbor").get("grading") or {}).get("mode", "clean")  # docs/tasks.md "Grading"
     black_box = None
     if agent == "mini-swe-agent":

@@ -28,7 +28,7 @@ from services.common.paths import RUNS_DIR
 from .agent.agent import TinkerPolicy
 from .agent.chat_format import eos_id
 from .agent.scripted import ScriptedPolicy
-from .config import AnyTrain, PpoKlConfig, RLConfig, SftConfig, flat
+from .config import AnyTrain, PpoConfig, PpoKlConfig, RLConfig, SftConfig, flat
 from .data import reweighted, sft_datums
 from .evaluation import EvalResult, evaluate_sampler, record, score
 from .presets import PRESETS
@@ -36,7 +36,8 @@ from .recorder import RunRecorder
 from .rl_loop import OffPolicySampler, RLState, adam, lr_at, off_policy_step, rl_step
 from .rollout import save_rollout
 from .runs import endpoints
-from .setup import gold_turns_for, load_tasks, make_context, prepare_bases
+from .setup import budget_flags, gold_turns_for, make_context
+from .tasks import load_tasks, prepare_bases, write_task_manifest
 
 log = logging.getLogger("cookbook.train")
 
@@ -63,10 +64,11 @@ async def _run(cfg: AnyTrain, run_dir: Path) -> int:
     if c.preset and not c.task_id and PRESETS[c.preset].max_tasks:
         tasks = tasks[: PRESETS[c.preset].max_tasks]
     ctx = await make_context(ep, tasks, c.sandbox, c.preset, c.rollout_concurrency, c.seed, t.reward_cache,
-                             agent=getattr(cfg, "agent", "builtin"))
+                             agent=getattr(cfg, "agent", "builtin"), budgets=budget_flags(c.max_turns, c.max_tokens))
     sc = tinker.ServiceClient(base_url=ep.backend_url, api_key=ep.api_key)
     name = c.name or cfg.MODE
     rec = RunRecorder(run_dir, name, cfg.MODE, ep.model, flat(cfg))
+    write_task_manifest(rec.res_dir, tasks, c.dataset, c.split, c.task_id, c.seed)
     state = rec.state
     key = config_key(ep.model, cfg)
     if state.get("checkpoint"):
@@ -75,9 +77,12 @@ async def _run(cfg: AnyTrain, run_dir: Path) -> int:
         init = state.get("init", "none")
     else:  # a fresh run, or one killed before its first checkpoint: (again) from the same initial weights
         init = state.get("init") if rec.resuming else t.init_from
-        if init is None and cfg.MODE != "sft" and latest_sft_path(key).exists():
+        if init is None and cfg.MODE != "sft" and c.preset and latest_sft_path(key).exists():
+            # only the presets chain sft -> RL implicitly (run.sh quickstart); said on the console too
             init = json.loads(latest_sft_path(key).read_text())["path"]
             log.info("warm start from the latest sft checkpoint of this configuration: %s", init)
+            print(f"{cfg.MODE}: warm start from the latest sft of --preset {c.preset} (same dataset, model and LoRA "
+                  f"rank): {init}; --init-from none starts from the base model", flush=True)
         if init and init != "none":
             tc = await sc.create_training_client_from_state_with_optimizer(init)
         else:
@@ -105,6 +110,7 @@ async def _run(cfg: AnyTrain, run_dir: Path) -> int:
             t0 = time.time()
             r = await recipe.step(step)
             r["step"] = step
+            r["step_idx"] = step   # the seed's name
             r["time_s"] = time.time() - t0
             rec.log_step(r)
             log.info("step %d: %s", step, json.dumps({k: v for k, v in r.items() if isinstance(v, (int, float))}))
@@ -136,9 +142,41 @@ async def _run(cfg: AnyTrain, run_dir: Path) -> int:
     if isinstance(cfg, SftConfig) and final:
         latest_sft_path(key).write_text(json.dumps({"path": final, "run_dir": str(run_dir)}))
     rec.result["final_checkpoint"] = final
+    if isinstance(cfg, RLConfig):
+        rec.result.update(seed_result_fields(cfg, rec.result, run_dir))
     rec.write_result()
     print(f"{cfg.MODE}: {len(rec.result['steps'])} steps; final checkpoint {final}; results in {rec.res_dir}")
     return 0
+
+
+def seed_result_fields(cfg: RLConfig, result: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """result.json's fields under the seed's names (docs/seed-mapping.md), beside ours: the run's shape for
+    every RL mode; ppo / ppo-kl also the last step's episode and update (and its trajectory.txt)."""
+    out: dict[str, Any] = {"num_steps": cfg.train.num_steps, "group_size": cfg.group_size,
+                           "rollout_concurrency": cfg.common.rollout_concurrency,
+                           "temperature": cfg.common.temperature,
+                           "kl_beta": cfg.kl_beta if isinstance(cfg, PpoKlConfig) else 0.0}
+    steps = result.get("steps") or []
+    if not isinstance(cfg, PpoConfig) or not steps:
+        return out
+    last = steps[-1]
+    sd = run_dir / f"step_{last['step']:03d}"
+    first = sd / "rollout_00.json"
+    summ = json.loads(first.read_text()) if first.exists() else {}
+    if (sd / "rollout_00.txt").exists():
+        (run_dir / "results" / (cfg.common.name or cfg.MODE) / "trajectory.txt").write_text(
+            (sd / "rollout_00.txt").read_text())
+    out.update({"task_name": last.get("task_name"), "reward": summ.get("reward"), "turns_used": summ.get("turns_used"),
+                "rollout_elapsed": last.get("rollout_elapsed"), "train_elapsed": last.get("train_elapsed"),
+                "train_transitions": last.get("train_transitions"), "train_tokens": last.get("train_tokens"),
+                "train_total_transitions": sum(s.get("train_transitions", 0) for s in steps),
+                "train_total_tokens": sum(s.get("train_tokens", 0) for s in steps),
+                "fwdbwd_metrics": last.get("fwdbwd_metrics", {}), "optim_metrics": last.get("optim_metrics", {}),
+                "published_sampling_client": last.get("published_sampling_client"),
+                "train_skipped": bool(last.get("train_skipped", False))})
+    if isinstance(cfg, PpoKlConfig):
+        out["ref_logprobs_elapsed"] = last.get("ref_logprobs_elapsed", 0.0)
+    return out
 
 
 def _rng_to_json(st):
@@ -313,7 +351,10 @@ class SftRecipe:
         t0 = time.time()
         f = self.tc.forward_backward(batch, "cross_entropy")
         o = self.tc.optim_step(adam(lr_at(cfg, step)))
-        fb, opt = await f, await o
+        fb = await f
+        log.info("forward_backward done: %s", json.dumps(fb.metrics))
+        opt = await o
+        log.info("optim_step done: %s", json.dumps(opt.metrics or {}))
         for i, out in zip(idx, fb.loss_fn_outputs):
             nll[str(i)] = -sequence_logprob(data[i], out)  # the unweighted gold datum: its real NLL
         ntok = sum(float(data[i].loss_fn_inputs["weights"].to_numpy().sum()) for i in idx)

@@ -48,7 +48,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=None, help="YAML config (default: config/modelservice.yaml if present)")
     p.add_argument("--host", default=None, help="TCP bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=None, help="TCP port (default 28080, the seed's ModelService port; 0 = no TCP listener)")
+    p.add_argument("--port", type=int, default=None, help="TCP port (default 28080; 0 = no TCP listener)")
     p.add_argument("--socket", default=None,
                    help="Unix socket path (default state/modelservice/sock/model.sock; '' = none)")
     p.add_argument("--key", default=None, help="key for TCP and session admin (default: env LTS_MODELSERVICE_KEY, "
