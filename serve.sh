@@ -3,8 +3,8 @@
 #
 #   bash serve.sh backend [--port N] [--config config/runtime.yaml] ...   Tinker-compatible backend (default port 19210)
 #   bash serve.sh admin   [--port N] ...                                  sandbox manager API (default port 18080)
-#   bash serve.sh worker  [--port N] ...                                  sandbox worker (runs sandboxes on this host)
-#   bash serve.sh modelservice ...                                        OpenAI-compatible ModelService for in-sandbox agents
+#   bash serve.sh worker  [--port N] ...                                  sandbox worker (runs sandboxes on this host; default port 22555)
+#   bash serve.sh modelservice ...                                        OpenAI-compatible ModelService for in-sandbox agents (port 28080)
 #
 # Every service has --help, binds 127.0.0.1 by default, needs its key and logs under state/logs/.
 set -euo pipefail

@@ -9,7 +9,7 @@ import pytest
 
 from cookbook.cli import build_parser, parse
 from cookbook.config import CONFIGS, PARTS, PpoKlConfig, SftConfig, flat
-from cookbook.presets import MODE_DEFAULTS, PRESETS
+from cookbook.presets import MODE_DEFAULTS, PRESETS, SEED_DEFAULTS
 
 
 def _help(mode: str, capsys) -> str:
@@ -36,7 +36,7 @@ def test_help_lists_only_the_modes_flags(mode, has, lacks, capsys):
 
 
 def test_defaults_preset_and_command_line_in_that_order():
-    assert parse(["sft"]).train.learning_rate == 1e-4 and parse(["grpo"]).train.learning_rate == 1e-5
+    assert parse(["sft"]).train.learning_rate == 1e-4 and parse(["grpo"]).train.learning_rate == 3e-6
     q = parse(["grpo", "--preset", "quickstart"])
     assert (q.train.learning_rate, q.train.num_steps, q.train.lr_schedule, q.group_size, q.groups_per_step) == (
         1e-3, 60, "linear", 8, 8)
@@ -53,10 +53,25 @@ def test_defaults_preset_and_command_line_in_that_order():
     assert flat(q)["mode"] == "grpo" and flat(q)["learning_rate"] == 1e-3 and flat(q)["agent"] == "builtin"
 
 
+def test_without_a_preset_the_rl_modes_take_the_seeds_defaults():
+    """The seed's quick-start lines mean what the seed does (docs/seed-mapping.md)."""
+    ppo = parse(["ppo", "--learning-rate", "1e-6", "--lora-rank", "0", "--max-train-transitions", "1"])
+    assert (ppo.train.num_steps, ppo.group_size, ppo.groups_per_step, ppo.ppo_epochs, ppo.minibatches,
+            ppo.baseline, ppo.max_train_transitions, ppo.train.learning_rate, ppo.train.lora_rank) == (
+        1, 1, 1, 1, 1, "none", 1, 1e-6, 0)
+    grpo = parse(["grpo", "--num-steps", "1", "--group-size", "2", "--rollout-concurrency", "1"])
+    assert (grpo.train.num_steps, grpo.group_size, grpo.groups_per_step, grpo.common.rollout_concurrency) == (1, 2, 1, 1)
+    g = parse(["grpo"])   # the seed's cookbook defaults: 8 rollouts, all at once, lr 3e-6, std-normalised
+    assert (g.group_size, g.common.rollout_concurrency, g.train.num_steps, g.train.learning_rate, g.normalize_std) == (
+        8, 8, 1, 3e-6, True)
+    assert parse(["ppo", "--preset", "quickstart"]).baseline == "running-mean"   # presets keep their own
+    assert parse(["rollout", "--max-turns", "3", "--max-tokens", "64"]).common.max_turns == 3
+
+
 def test_every_preset_and_mode_default_names_a_field():
     """A misspelt key in a preset would be ignored silently; every key must be a field of some config."""
     fields = {f.name for cls in [*CONFIGS.values(), *PARTS.values()] for f in dataclasses.fields(cls)}
-    tables = [MODE_DEFAULTS, *(p.defaults for p in PRESETS.values())]
+    tables = [MODE_DEFAULTS, SEED_DEFAULTS, *(p.defaults for p in PRESETS.values())]
     unknown = {k for t in tables for section in t.values() for k in section} - fields
     assert not unknown, unknown
     sections = {s for t in tables for s in t}
