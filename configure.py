@@ -173,8 +173,8 @@ def check_seed_flags(args, ap: argparse.ArgumentParser) -> list[str]:
     if args.outer_image is not None:
         if not IMAGE_REF.fullmatch(args.outer_image):
             ap.error(f"--outer-image {args.outer_image!r}: not an image reference (name[:tag])")
-        notes.append(f"--outer-image {args.outer_image}: the image of ROCK sandboxes (config/harbor.yaml sandbox.image); "
-                     "local and Docker sandboxes need no outer controller container")
+        notes.append(f"--outer-image {args.outer_image}: the image of ROCK sandboxes (config/harbor.yaml "
+                     "sandbox.image); local and Docker sandboxes need no outer controller container")
     if args.node_ip is not None:
         try:
             ipaddress.ip_address(args.node_ip)

@@ -23,12 +23,12 @@ from . import train
 from .agent.agent import TinkerPolicy
 from .agent.chat_format import eos_id
 from .config import CONFIGS, HELP, AnyConfig, RolloutConfig, add_flags, build
+from .context import context_of
 from .evaluation import score
 from .recorder import write_exit_status
 from .rollout import Failures
 from .runs import endpoints, install_signal_handlers, new_run_dir, services, setup_client_log
-from .setup import budget_flags, make_context
-from .tasks import configured_task_id, load_tasks, write_task_manifest
+from .tasks import configured_task_id, write_task_manifest
 
 log = logging.getLogger("cookbook")
 
@@ -61,9 +61,8 @@ def refuse_training_when_rollout_only(cfg: AnyConfig) -> None:
 async def rollout_main(cfg: RolloutConfig, run_dir: Path) -> int:
     c = cfg.common
     ep = endpoints(need_sandbox=c.sandbox == "manager")
-    tasks = load_tasks(c.dataset, c.split, c.task_id)
-    ctx = await make_context(ep, tasks, c.sandbox, c.preset, c.rollout_concurrency, c.seed, agent=cfg.agent,
-                             budgets=budget_flags(c.max_turns, c.max_tokens))
+    ctx = await context_of(ep, c, training=False, agent=cfg.agent)
+    tasks = ctx.tasks
     sc = tinker.ServiceClient(base_url=ep.backend_url, api_key=ep.api_key)
     if cfg.model_path:
         sampler = await sc.create_sampling_client(model_path=cfg.model_path)

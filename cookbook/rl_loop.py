@@ -215,6 +215,11 @@ async def rl_step(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: RLSta
     batch = await sample_batch(cfg, ctx, step, pol, pick_tasks(cfg, ctx, state), step)
     batch.weight_sync_s = sync_s
     rec = await train_batch(cfg, ctx, tc, step, run_dir, state, batch, reference)
+    if rec.get("skipped"):   # no update: the weights (and the sampler of the next step) stay as they were
+        state.published = sampler
+        rec["published_sampling_client"] = sampler_id(sampler)
+        write_step_result(run_dir, step, rec)
+        return rec
     t1 = time.time()
     state.published = await tc.save_weights_and_get_sampling_client()
     rec["timings"]["weight_sync_s"] += time.time() - t1

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+from services.common.config import load_config
 from services.common.sandbox_api import Sandbox
 from services.tasks.cleangrade import base_commit, extract_patch, grade_patch, patch_flags, with_flags
 from services.tasks.hacks import grading_policy
@@ -30,6 +31,7 @@ from services.tasks.verifier import VerifyResult, verify
 
 from .agent import Budgets, Policy, SWEAgent
 from .agent.trajectory import Trajectory
+from .presets import PRESETS
 
 log = logging.getLogger("cookbook.rollout")
 SandboxFactory = Callable[[Path], Awaitable[Sandbox]]
@@ -55,6 +57,26 @@ class AgentConfig:
             raise ValueError(f"unknown agent setting(s) {sorted(unknown)} in harbor.yaml agent:; "
                              f"known: {sorted(known)}")
         return cls(budgets=budgets, **cfg)
+
+
+def agent_config(preset: str | None = None, budgets: dict[str, Any] | None = None) -> AgentConfig:
+    """config/harbor.yaml ``agent:`` (the one source of truth) with the preset's agent over it (its budgets
+    key by key), then the run's own budget flags (``budgets``: --max-turns, --max-tokens)."""
+    cfg = dict(load_config("harbor").get("agent") or {})
+    if preset:
+        over = PRESETS[preset].agent
+        cfg = {**cfg, **over, "budgets": {**(cfg.get("budgets") or {}), **over.get("budgets", {})}}
+    if budgets:
+        cfg["budgets"] = {**(cfg.get("budgets") or {}), **budgets}
+    return AgentConfig.from_config(cfg)
+
+
+def budget_flags(max_turns: int | None, max_tokens: int | None) -> dict[str, int]:
+    """--max-turns / --max-tokens as agent budget overrides (the flags given only)."""
+    for name, v in (("--max-turns", max_turns), ("--max-tokens", max_tokens)):
+        if v is not None and v < 1:
+            raise SystemExit(f"{name} must be >= 1, got {v}")
+    return {k: v for k, v in (("max_turns", max_turns), ("max_output_tokens", max_tokens)) if v is not None}
 
 
 def model_caused(traj: Trajectory) -> bool:

@@ -29,15 +29,15 @@ from .agent.agent import TinkerPolicy
 from .agent.chat_format import eos_id
 from .agent.scripted import ScriptedPolicy
 from .config import AnyTrain, PpoConfig, PpoKlConfig, RLConfig, SftConfig, flat
+from .context import context_of
 from .data import reweighted, sft_datums
 from .evaluation import EvalResult, evaluate_sampler, record, score
-from .presets import PRESETS
+from .gold import gold_turns_for
 from .recorder import RunRecorder
 from .rl_loop import OffPolicySampler, RLState, adam, lr_at, off_policy_step, rl_step
 from .rollout import save_rollout
 from .runs import endpoints
-from .setup import budget_flags, gold_turns_for, make_context
-from .tasks import load_tasks, prepare_bases, write_task_manifest
+from .tasks import write_task_manifest
 
 log = logging.getLogger("cookbook.train")
 
@@ -60,11 +60,9 @@ def run(cfg: AnyTrain, run_dir: Path) -> int:
 async def _run(cfg: AnyTrain, run_dir: Path) -> int:
     c, t = cfg.common, cfg.train
     ep = endpoints(need_sandbox=c.sandbox == "manager")
-    tasks = load_tasks(c.dataset, c.split, c.task_id)
-    if c.preset and not c.task_id and PRESETS[c.preset].max_tasks:
-        tasks = tasks[: PRESETS[c.preset].max_tasks]
-    ctx = await make_context(ep, tasks, c.sandbox, c.preset, c.rollout_concurrency, c.seed, t.reward_cache,
-                             agent=getattr(cfg, "agent", "builtin"), budgets=budget_flags(c.max_turns, c.max_tokens))
+    ctx = await context_of(ep, c, training=True, reward_cache=t.reward_cache, agent=getattr(cfg, "agent", "builtin"),
+                           heldout_split=cfg.eval_split if isinstance(cfg, RLConfig) and cfg.eval_every else None)
+    tasks = ctx.tasks
     sc = tinker.ServiceClient(base_url=ep.backend_url, api_key=ep.api_key)
     name = c.name or cfg.MODE
     rec = RunRecorder(run_dir, name, cfg.MODE, ep.model, flat(cfg))
@@ -202,9 +200,7 @@ class RLRecipe:
     async def setup(self, sc, base_model: str, init: str, rec: RunRecorder) -> None:
         self.result = rec.result
         if self.cfg.eval_every:
-            self.heldout = load_tasks(self.cfg.common.dataset, self.cfg.eval_split)
-            backend = self.ctx.ep.sandbox_backend if self.cfg.common.sandbox == "manager" else "local"
-            self.ctx.bases.update(await prepare_bases(self.heldout, backend))   # the Rollouts' bases too
+            self.heldout = self.ctx.heldout   # loaded and prepared with the run's context
             if rec.state["step"] == 0:
                 await self.evaluate(0, await self.tc.save_weights_and_get_sampling_client())
         if isinstance(self.cfg, PpoKlConfig):

@@ -18,7 +18,8 @@ TEMPLATE_DEFAULTS = {
     "device": "cpu", "dtype": "float32", "threads": "1", "microbatch_tokens": "8192", "backend_port": "19210",
     "admin_port": "18080", "api_key": "tml-change-me", "sandbox_key": "change-me-sandbox-key",
     "sandbox_flavor": "local", "sandbox_base_url": "http://127.0.0.1:18080", "admin_backend": "local",
-    "rock_cluster": "null", "rock_headers": "{}", "rollout_only": "false", "task_root": ".", "task_id": "null", "worker_port": "22555",
+    "rock_cluster": "null", "rock_headers": "{}", "rollout_only": "false",
+    "task_root": ".", "task_id": "null", "worker_port": "22555",
     "grad_ckpt": "false", "sampler": "auto", "sampler_options": "{}", "ray": "null",
 }
 

@@ -13,8 +13,10 @@ from transformers import AutoTokenizer
 from cookbook.agent import Budgets, SWEAgent
 from cookbook.agent.scripted import ScriptedPolicy, gold_turns, tool_call_text
 from cookbook.agent.tools import ToolBox
+from cookbook.gold import gold_turns_for
 from cookbook.presets import PRESETS
-from cookbook.setup import agent_config, gold_turns_for, load_tasks
+from cookbook.rollout import agent_config
+from cookbook.tasks import load_tasks
 from helpers import REPO
 from services.tasks.hostsandbox import HostSandbox
 from services.tasks.task import load_dataset

@@ -166,7 +166,8 @@ def test_seed_quick_start_verbatim(seed_env):
                   "train_tokens", "train_total_transitions", "train_total_tokens", "fwdbwd_metrics", "optim_metrics",
                   "published_sampling_client"):
             assert k in res, k
-        assert res["task_name"] == f"demo/{PUBLISHED}" and res["train_transitions"] == 1 == res["train_total_transitions"]
+        assert res["task_name"] == f"demo/{PUBLISHED}"
+        assert res["train_transitions"] == 1 == res["train_total_transitions"]
         assert len(res["steps"]) == 1 and res["steps"][0]["rollouts_total"] == 1 and res["train_skipped"] is False
         assert res["fwdbwd_metrics"] and res["published_sampling_client"] and res["train_tokens"] > 0
         assert res["config"]["learning_rate"] == 1e-6 and res["config"]["lora_rank"] == 0
@@ -175,7 +176,7 @@ def test_seed_quick_start_verbatim(seed_env):
         log = (run / "client.log").read_text()
         assert all(p in log for p in PROGRESS + TRAINING), log[-3000:]
         assert log.count("Rollout done") == 1 and log.count("optim_step done") == 1
-        assert read_json(run / "exit-status.json") ["exit_code"] == 0
+        assert read_json(run / "exit-status.json")["exit_code"] == 0
 
         # --- run.sh grpo with the seed's flags: one step, a group of 2 rollouts, one at a time
         run, _ = _run(env, "grpo", "--num-steps", "1", "--group-size", "2", "--rollout-concurrency", "1")

@@ -25,9 +25,9 @@ from cookbook.agent.agent import SampleOut
 from cookbook.agent.budgets import Budgets
 from cookbook.agent.trajectory import Trajectory
 from cookbook.cli import parse
+from cookbook.context import RunContext
 from cookbook.modelservice.agent_runner import MiniSweAgent
 from cookbook.rollout import AgentConfig, Rollouts
-from cookbook.setup import RunContext
 from helpers import REPO
 from services.sandbox.client import SandboxManagerClient
 from services.tasks.task import load_dataset

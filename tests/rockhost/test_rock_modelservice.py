@@ -30,9 +30,9 @@ from cookbook.agent.agent import SampleOut
 from cookbook.agent.budgets import Budgets
 from cookbook.agent.trajectory import Trajectory
 from cookbook.cli import parse
+from cookbook.context import RunContext
 from cookbook.modelservice.rock_pull import RockPullMiniSweAgent
 from cookbook.rollout import AgentConfig, Failures, Rollouts
-from cookbook.setup import RunContext
 from helpers import read_json, run_sh
 from services.sandbox.client import SandboxManagerClient
 from services.tasks.task import load_dataset

@@ -23,9 +23,9 @@ from cookbook.agent import TOOLS
 from cookbook.agent.chat_format import tool_call_text
 from cookbook.agent.scripted import ScriptedPolicy
 from cookbook.evaluation import evaluate, record
+from cookbook.gold import gold_turns_for
 from cookbook.report import write_reports
-from cookbook.rollout import Rollouts
-from cookbook.setup import agent_config, gold_turns_for
+from cookbook.rollout import Rollouts, agent_config
 from helpers import REPO
 from services.tasks.multiturn import VARIANTS, write_multiturn_dataset
 from services.tasks.prepare import base_of, prepare_tasks

@@ -60,7 +60,8 @@ def test_without_a_preset_the_rl_modes_take_the_seeds_defaults():
             ppo.baseline, ppo.max_train_transitions, ppo.train.learning_rate, ppo.train.lora_rank) == (
         1, 1, 1, 1, 1, "none", 1, 1e-6, 0)
     grpo = parse(["grpo", "--num-steps", "1", "--group-size", "2", "--rollout-concurrency", "1"])
-    assert (grpo.train.num_steps, grpo.group_size, grpo.groups_per_step, grpo.common.rollout_concurrency) == (1, 2, 1, 1)
+    assert (grpo.train.num_steps, grpo.group_size, grpo.groups_per_step, grpo.common.rollout_concurrency) == (
+        1, 2, 1, 1)
     g = parse(["grpo"])   # the seed's cookbook defaults: 8 rollouts, all at once, lr 3e-6, std-normalised
     assert (g.group_size, g.common.rollout_concurrency, g.train.num_steps, g.train.learning_rate, g.normalize_std) == (
         8, 8, 1, 3e-6, True)

@@ -1,83 +1,21 @@
-"""Shared set-up of a run: tasks, their sandbox bases, the sandbox factory, the tokenizer."""
+"""Gold trajectories: a task's known fix as the agent's tool calls (solution/edit.json of micro tasks, or the
+gold patch's hunks as str-replace edits, their context trimmed to what makes each edit unique), replayed by
+``ScriptedPolicy`` through the real agent for SFT (cookbook/train.py) and tests."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
-import random
 import re
 import shlex
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from transformers import AutoTokenizer
 from unidiff import PatchSet
 
-from services.common.config import load_config
-from services.sandbox.client import SandboxManagerClient
-from services.tasks.hostsandbox import HostSandbox
-from services.tasks.prepare import ImageRef
 from services.tasks.task import Task
 
 from .agent.chat_format import tool_call_text
 from .agent.scripted import gold_turns
-from .modelservice.agent_runner import MiniSweAgent
-from .modelservice.rock_pull import RockPullMiniSweAgent
-from .presets import PRESETS
-from .rollout import AgentConfig, Rollouts
-from .runs import Endpoints
-from .tasks import load_tasks, prepare_bases
-
-log = logging.getLogger("cookbook")
-__all__ = ["load_tasks", "prepare_bases"]   # moved to cookbook/tasks.py
-
-
-def sandbox_factory(ep: Endpoints, kind: str):
-    """``manager`` (isolated sandboxes from the sandbox manager) or ``host`` (dev only, NO isolation)."""
-    if kind == "host":
-        async def host(base: Path):
-            if isinstance(base, ImageRef):
-                raise SystemExit(f"image {base}: tasks whose repo lives in their image need the sandbox manager's "
-                                 "docker backend (--sandbox manager --sandbox-backend docker)")
-            return await HostSandbox.create(base_dir=base)
-        return host
-    clients: dict[Any, SandboxManagerClient] = {}
-    rock = load_config("harbor").get("sandbox") or {}   # a ROCK admin: sandbox.image and default_limits
-
-    async def manager(base: Path, binds: list[dict[str, str]] | None = None):
-        loop = asyncio.get_running_loop()
-        if loop not in clients:
-            clients[loop] = SandboxManagerClient(ep.sandbox_url, ep.sandbox_key, flavor=ep.sandbox_flavor)
-        if isinstance(base, ImageRef):   # docker backend: the task's scrubbed image
-            return await clients[loop].create(image=str(base), limits=base.limits, binds=binds)
-        if ep.sandbox_flavor == "rock":   # the base dir is uploaded into a container of sandbox.image
-            return await clients[loop].create(base_dir=str(base), image=rock.get("image"),
-                                              limits=rock.get("default_limits"), binds=binds)
-        return await clients[loop].create(base_dir=str(base), binds=binds)
-    return manager
-
-
-def agent_config(preset: str | None = None, budgets: dict[str, Any] | None = None) -> AgentConfig:
-    """config/harbor.yaml ``agent:`` (the one source of truth) with the preset's agent over it (its budgets
-    key by key), then the run's own budget flags (``budgets``: --max-turns, --max-tokens)."""
-    cfg = dict(load_config("harbor").get("agent") or {})
-    if preset:
-        over = PRESETS[preset].agent
-        cfg = {**cfg, **over, "budgets": {**(cfg.get("budgets") or {}), **over.get("budgets", {})}}
-    if budgets:
-        cfg["budgets"] = {**(cfg.get("budgets") or {}), **budgets}
-    return AgentConfig.from_config(cfg)
-
-
-def budget_flags(max_turns: int | None, max_tokens: int | None) -> dict[str, int]:
-    """--max-turns / --max-tokens as agent budget overrides (the flags given only)."""
-    for name, v in (("--max-turns", max_turns), ("--max-tokens", max_tokens)):
-        if v is not None and v < 1:
-            raise SystemExit(f"{name} must be >= 1, got {v}")
-    return {k: v for k, v in (("max_turns", max_turns), ("max_output_tokens", max_tokens)) if v is not None}
 
 
 def gold_turns_for(task: Task, tools: list[str] | None = None, max_turns: int | None = None) -> list[str]:
@@ -180,39 +118,3 @@ def _trim_context(old: list[str], new: list[str], text: str | None = None) -> tu
     while text is not None and text.count("".join(old[lo:hi]).removesuffix("\n")) != 1 and (lo > 0 or hi < len(old)):
         lo, hi = max(0, lo - 1), min(len(old), hi + 1)
     return old[lo:hi], new[lo:len(new) - (len(old) - hi)]
-
-
-@dataclass
-class RunContext:
-    ep: Endpoints
-    tasks: list[Task]
-    bases: dict[str, Path]
-    tokenizer: Any
-    rollouts: Rollouts
-    agent_cfg: AgentConfig
-    rng: random.Random
-
-
-async def make_context(ep: Endpoints, tasks: list[Task], sandbox: str, preset: str | None, concurrency: int, seed: int,
-                       reward_cache: bool = False, agent: str = "builtin",
-                       budgets: dict[str, Any] | None = None) -> RunContext:
-    """``agent``: builtin (cookbook.agent.SWEAgent) or mini-swe-agent (unmodified, in the sandbox, through
-    the in-process ModelService: cookbook/modelservice/agent_runner.py)."""
-    tok = AutoTokenizer.from_pretrained(ep.tokenizer_path)
-    bases = await prepare_bases(tasks, ep.sandbox_backend if sandbox == "manager" else "local")
-    acfg = agent_config(preset, budgets)
-    grading = (load_config("harbor").get("grading") or {}).get("mode", "clean")  # docs/tasks.md "Grading"
-    black_box = None
-    if agent == "mini-swe-agent":
-        if sandbox != "manager":
-            raise SystemExit("--agent mini-swe-agent needs --sandbox manager (its model calls reach the ModelService "
-                             "through a socket bound into the sandbox)")
-        if ep.sandbox_flavor == "rock":   # no binds into ROCK sandboxes: ROCK's ModelService pull pattern
-            black_box = RockPullMiniSweAgent(tok, acfg.budgets)
-        else:
-            black_box = MiniSweAgent.create(tok, acfg.budgets)
-    elif agent != "builtin":
-        raise SystemExit(f"unknown agent {agent!r} (builtin | mini-swe-agent)")
-    ro = Rollouts(sandbox_factory(ep, sandbox), bases, tok, acfg, concurrency=concurrency, reward_cache=reward_cache,
-                  grading=grading, black_box=black_box)
-    return RunContext(ep, tasks, bases, tok, ro, acfg, random.Random(seed))
