@@ -6,6 +6,8 @@
 #   bash run.sh lint                  ruff, mypy over the typed core, the import rules (CI runs it before the tests)
 #   bash run.sh rollout --task-id ID  evaluate an agent on tasks      (see: bash run.sh rollout --help)
 #   bash run.sh sft|grpo|ppo|ppo-kl   train an SWE agent              (see: bash run.sh grpo --help)
+#                                     without --preset: the seed's meaning, e.g. ppo = one rollout + one update
+#                                     of the configured task (docs/seed-mapping.md)
 #   bash run.sh export CHECKPOINT --out DIR [--adapter]   a checkpoint -> Hugging Face model dir (or PEFT adapter)
 #
 # Training/rollout modes create runs/<mode>-<timestamp>/ (printed at start), start the backend and
@@ -63,6 +65,6 @@ case "$mode" in
   export)
     [[ -x .venv-runtime/bin/python ]] || { echo "run.sh: run 'bash setup.sh runtime' first" >&2; exit 1; }
     exec .venv-runtime/bin/python -m services.backend.export "$@" ;;
-  -h|--help|help|"") sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$mode" ]] ;;
+  -h|--help|help|"") sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$mode" ]] ;;
   *) echo "run.sh: unknown mode '$mode' (quickstart | test | lint | rollout | sft | grpo | ppo | ppo-kl | export)" >&2; exit 2 ;;
 esac
