@@ -72,7 +72,8 @@ def test_malformed_fields_get_a_4xx_naming_the_field_on_a_usable_connection(be, 
 
 JSONV = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False)
                      | st.text(max_size=20),
-                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                     lambda inner: (st.lists(inner, max_size=4)
+                                    | st.dictionaries(st.text(max_size=8), inner, max_size=4)),
                      max_leaves=12)
 
 
