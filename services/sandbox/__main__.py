@@ -14,6 +14,7 @@ from typing import Any
 import uvicorn
 
 from services.common.logs import setup_logging
+from services.common.preflight import Refused, check_port
 from services.common.server import SignalServer
 
 from . import config as sbconfig
@@ -57,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     log = setup_logging(f"sandbox-{args.role}", sbconfig.resolve(log_file), args.log_level)
     host = args.host or section.get("host", "127.0.0.1")
     port = args.port or int(section.get("port", 18080 if args.role == "admin" else 18081))
+    try:   # a busy port is refused before the backend starts, naming the process on it
+        check_port(host, port, f"sandbox {args.role} port")
+    except Refused as e:
+        log.error("refusing to start: %s", e.message)
+        print(f"error: {e.message}", file=sys.stderr)
+        return 2
     try:
         asyncio.run(serve(args.role, cfg, backend_name, host, port))
     except Exception as e:

@@ -137,3 +137,22 @@ def test_any_body_on_the_wire_models_gets_2xx_or_4xx_never_5xx_or_a_reset(admin,
                 c.post(P + "/stop", {"sandbox_id": s})
     print("statuses:", dict(sorted(seen.items())))
     assert any(200 <= s < 300 for s in seen) and any(400 <= s < 500 for s in seen), seen
+
+
+def test_a_busy_port_is_refused_naming_the_process(tmp_path):
+    import os  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from tests.sandbox.conftest import REPO, write_config  # noqa: PLC0415
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        cfg = write_config(tmp_path, port, f"busy{os.getpid()}")
+        r = subprocess.run([sys.executable, "-m", "services.sandbox", "admin", "--config", str(cfg), "--port",
+                            str(port)], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert f"port {port}" in r.stderr and f"PID {os.getpid()}" in r.stderr, r.stderr[-2000:]
