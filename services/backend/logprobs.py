@@ -18,7 +18,7 @@ from .gpu.logprobs import bf16_lora, fused_token_logprobs
 # memory is a few [chunk, V] float32 buffers, chunk = LOGITS_CHUNK_BYTES / (4 V) tokens. False: the
 # previous path (model(ids).logits on CPU), for bench/bench_memory.py's baseline.
 CHUNKED = True
-LOGITS_CHUNK_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}
+LOGITS_CHUNK_BYTES = {"cuda": 2 << 30, "cpu": 64 << 20}   # cuda: 2048-token chunks as before (V ~ 152k)
 
 
 def chunk_tokens_for(vocab: int, device: torch.device) -> int:
