@@ -2,6 +2,12 @@
 issue 37's chunked logprobs (same run, each configuration in a fresh process):
 
     .venv-runtime/bin/python bench/bench_memory.py [--tokens 2048,8192] [--vocab 151669] [--rows 4]
+    .venv-runtime/bin/python bench/bench_memory.py --quickstart ppo,ppo-kl,grpo [--num-steps 1]
+
+``--quickstart``: runs the published quick start's lines (``bash run.sh MODE --learning-rate 1e-6 --lora-rank 0
+--max-train-transitions 1``, on the configured model: the tiny default after ``configure.py``) one after the
+other, each starting its own backend, and prints the backend's peak RSS (VmHWM, read from /proc while it runs;
+its PID from ``<state_dir>/backend.lock``) against the 2 GB target.
 
 A Qwen3-shaped model with the tiny default's body (2 layers, hidden 128) and a full Qwen3 vocabulary
 (random init; the vocabulary is what the logits scale with). Each configuration runs
@@ -63,6 +69,32 @@ def child(tokens: int, vocab: int, rows: int, route: str, chunked: bool) -> dict
             "seconds": round(dt, 2)}
 
 
+def quickstart(modes: list[str], num_steps: int) -> None:
+    import yaml  # noqa: PLC0415
+
+    rt = yaml.safe_load((REPO / "config" / "runtime.yaml").read_text())
+    state = Path(rt.get("backend", {}).get("state_dir", "state/backend"))
+    lock = (state if state.is_absolute() else REPO / state) / "backend.lock"
+    for mode in modes:
+        cmd = ["bash", "run.sh", mode, "--learning-rate", "1e-6", "--lora-rank", "0", "--max-train-transitions", "1",
+               "--num-steps", str(num_steps)]
+        t = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        hwm_kb, pid = 0, None
+        while proc.poll() is None:
+            try:
+                pid = int(json.loads(lock.read_text() or "{}").get("pid") or 0) or pid
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        hwm_kb = max(hwm_kb, int(line.split()[1]))
+            except (OSError, ValueError, TypeError):
+                pass
+            time.sleep(0.5)
+        gb = hwm_kb / 2**20
+        print(f"{' '.join(cmd[2:])}: exit {proc.returncode} in {time.monotonic() - t:.0f}s, backend (PID {pid}) "
+              f"peak RSS {gb:.2f} GB ({'<=' if gb <= 2 else '>'} 2 GB target)", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", default="2048,8192", help="training tokens per micro-batch (comma-separated)")
@@ -71,8 +103,13 @@ def main() -> None:
     ap.add_argument("--routes", default="dense,active")
     ap.add_argument("--max-before-tokens", type=int, default=4096,
                     help="skip the 'before' path above this many tokens (it needs ~12 B x vocab per token)")
+    ap.add_argument("--quickstart", default=None, help="run.sh modes to run (comma-separated), e.g. ppo,ppo-kl,grpo")
+    ap.add_argument("--num-steps", type=int, default=1)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.quickstart:
+        quickstart(args.quickstart.split(","), args.num_steps)
+        return
     if args.child:
         print(json.dumps(child(**json.loads(args.child))))
         return

@@ -108,3 +108,20 @@ def check_port(host: str, port: int, what: str = "port") -> None:
                       + f": stop that process or choose another {what}") from None
     finally:
         s.close()
+
+
+def host_memory_mb() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) // 1024
+    return 0
+
+
+def check_limits_fit_host(limits: dict, where: str) -> None:
+    """Refused if per-sandbox ``memory_mb`` / ``cpus`` (config section ``where``) exceed this host's."""
+    mem, cpus = host_memory_mb(), os.cpu_count() or 1
+    if mem and float(limits.get("memory_mb") or 0) > mem:
+        raise Refused(f"{where}.memory_mb {limits['memory_mb']} is above this host's memory ({mem} MB): lower it in "
+                      "config/admin.yaml")
+    if float(limits.get("cpus") or 0) > cpus:
+        raise Refused(f"{where}.cpus {limits['cpus']} is above this host's {cpus} CPUs: lower it in config/admin.yaml")

@@ -156,3 +156,20 @@ def test_a_busy_port_is_refused_naming_the_process(tmp_path):
                             str(port)], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stderr[-2000:]
     assert f"port {port}" in r.stderr and f"PID {os.getpid()}" in r.stderr, r.stderr[-2000:]
+
+
+def test_default_limits_above_the_hosts_are_refused_at_start(tmp_path):
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from services.common.preflight import host_memory_mb  # noqa: PLC0415
+    from tests.sandbox.conftest import REPO, free_port, write_config  # noqa: PLC0415
+
+    for limits, words in (({"memory_mb": host_memory_mb() * 2}, "default_limits.memory_mb"),
+                          ({"cpus": (os.cpu_count() or 1) * 4}, "default_limits.cpus")):
+        port = free_port()
+        cfg = write_config(tmp_path, port, f"big{os.getpid()}", default_limits=limits)
+        r = subprocess.run([sys.executable, "-m", "services.sandbox", "admin", "--config", str(cfg), "--port",
+                            str(port)], cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and words in r.stderr, (limits, r.returncode, r.stderr[-2000:])
