@@ -121,7 +121,7 @@ def _bodies(be, sid):
 def test_any_body_on_the_wire_models_gets_2xx_or_4xx_never_5xx_or_a_reset(be, sid):
     seen: dict[int, int] = {}
 
-    @settings(max_examples=300, deadline=None, database=None,
+    @settings(max_examples=300, deadline=None, database=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(_bodies(be, sid))
     def check(case):

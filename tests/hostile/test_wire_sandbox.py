@@ -115,7 +115,7 @@ def test_any_body_on_the_wire_models_gets_2xx_or_4xx_never_5xx_or_a_reset(admin,
     seen: dict[int, int] = {}
     started: list[str] = []
 
-    @settings(max_examples=300, deadline=None, database=None,
+    @settings(max_examples=300, deadline=None, database=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(_bodies(sbx))
     def check(case):
