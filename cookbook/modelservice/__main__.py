@@ -161,8 +161,12 @@ async def serve(cfg: dict[str, Any], harbor_config: str | None = None) -> None:
             log.info("modelservice stopped")
 
     app.router.lifespan_context = lifespan
+    # at stop, requests still running get shutdown_grace_s, then are cancelled (a sandbox can leave thousands of
+    # connections waiting for bodies that never come); at most limit_concurrency connections are served at once
+    # (more get 503 at once instead of becoming tasks)
     server = SignalServer(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
-                                         timeout_graceful_shutdown=5))
+                                         timeout_graceful_shutdown=float(ms.get("shutdown_grace_s", 2)),
+                                         limit_concurrency=int(ms.get("max_connections", 2048))))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, server.request_exit)

@@ -2,7 +2,8 @@
 
 OpenAI-compatible (per session, no key needed on the Unix socket: the session id is the capability):
     POST /s/{session}/v1/chat/completions      GET /s/{session}/v1/models
-Same with the key, session from the ``X-Session-Id`` header (default ``default``, created on use):
+Same with the key, session from the ``X-Session-Id`` header (default ``default``, created on use; such a
+session belongs to the key holders: on the Unix socket it is unknown, 404):
     POST /v1/chat/completions                  GET /v1/models
 Sessions (key required on every transport):
     POST /sessions {session_id?, task_id?, metadata?, replay?}  (replay: scripted replies, a test double)
@@ -25,7 +26,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
+from services.common.boundary import ErrorBoundary
 from services.common.limits import BodySizeLimit
+from services.common.logs import PER_REQUEST, RateLimitFilter
 from services.common.text import reject_constant, text_problem
 
 from .budget import BudgetExceeded
@@ -47,6 +50,7 @@ class ModelServiceState:
         self.max_sessions = max_sessions
         self.max_body_bytes = max_body_bytes   # larger request bodies get 413 before they are read
         self.sessions: dict[str, Session] = {}
+        self.tcp_only: set[str] = set()   # made implicitly by /v1/chat/completions: not reachable from the socket
 
     def create(self, session_id: str | None = None, task_id: str = "", metadata: dict | None = None,
                replay: list[str] | None = None, policy: Any = None) -> Session:
@@ -68,6 +72,7 @@ class ModelServiceState:
 
     def close(self, sid: str) -> dict[str, Any]:
         s = self.sessions.pop(sid)
+        self.tcp_only.discard(sid)
         s.closed = True
         rec = s.record()
         if self.trajectories_dir:
@@ -85,6 +90,11 @@ class ModelServiceState:
                 self.close(sid)
             except Exception:  # noqa: BLE001
                 log.exception("saving session %s at shutdown failed", sid)
+
+
+def _route(path: str) -> str:
+    """A path for a log line: the session id (a capability) left out."""
+    return "/s/<session>/" + path.split("/", 3)[3] if path.startswith("/s/") and path.count("/") >= 3 else path[:200]
 
 
 def _is_tcp(request: Request) -> bool:
@@ -185,10 +195,10 @@ async def answer(state: ModelServiceState, s: Session, body: Any) -> tuple[int, 
     except BadRequest as e:
         return err(400, str(e))
     except BudgetExceeded as e:
-        log.info("session %s: %s", s.id, e)
+        log.info("session %s: %s", s.id, e, extra=PER_REQUEST)
         return err(400, str(e), code=e.code)
     except Exception as e:  # noqa: BLE001  (sampler/backend failure)
-        log.exception("session %s: completion failed", s.id)
+        log.exception("session %s: completion failed", s.id, extra=PER_REQUEST)
         return err(502, f"sampling failed: {type(e).__name__}: {e}", "server_error", "backend_error")
     want_lp = bool(body.get("logprobs"))
     toks = [state.recorder.r.decode([t]) for t in res.sampled] if want_lp else None
@@ -204,13 +214,13 @@ def build_app(state: ModelServiceState) -> FastAPI:
 
     @app.exception_handler(ClientDisconnect)
     async def _gone(request: Request, exc: ClientDisconnect):
-        log.info("%s %s: client disconnected before the request was complete", request.method, request.url.path)
+        log.info("%s %s: client disconnected before the request was complete", request.method,
+                 _route(request.url.path), extra=PER_REQUEST)
         return Response(status_code=499)
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception):
-        log.exception("%s %s failed", request.method, request.url.path)
-        return _err(500, f"internal error: {type(exc).__name__}", "server_error")
+    # an unexpected exception: one 500 (logged, rate-limited), on a connection that stays usable (no reset)
+    app.add_middleware(ErrorBoundary, logger=log, error_body=lambda exc: {"error": {
+        "message": f"internal error: {type(exc).__name__}", "type": "server_error", "param": None, "code": None}})
 
     @app.middleware("http")
     async def auth(request: Request, call_next):
@@ -223,7 +233,16 @@ def build_app(state: ModelServiceState) -> FastAPI:
 
     @app.get("/health")
     async def health():
-        return {"status": "ok", "model": state.model_name, "sessions": len(state.sessions)}
+        return {"status": "ok", "model": state.model_name, "sessions": len(state.sessions),
+                "log_lines_dropped": RateLimitFilter.dropped_total}
+
+    def reachable(sid: str, request: Request) -> Session | None:
+        """Session ``sid`` if this caller may use it: a session the TCP API made implicitly (``/v1/chat/completions``,
+        ``X-Session-Id``, default ``default``) belongs to the key holders and is unknown on the Unix socket."""
+        s = state.sessions.get(sid)
+        if s is None or (sid in state.tcp_only and not _is_tcp(request)):
+            return None
+        return s
 
     def models_json():
         return {"object": "list", "data": [{"id": state.model_name, "object": "model", "created": 0,
@@ -234,8 +253,8 @@ def build_app(state: ModelServiceState) -> FastAPI:
         return models_json()
 
     @app.get("/s/{sid}/v1/models")
-    async def session_models(sid: str):
-        if sid not in state.sessions:
+    async def session_models(sid: str, request: Request):
+        if reachable(sid, request) is None:
             return _err(404, f"unknown session {sid}", code="session_not_found")
         return models_json()
 
@@ -254,7 +273,7 @@ def build_app(state: ModelServiceState) -> FastAPI:
 
     @app.post("/s/{sid}/v1/chat/completions")
     async def session_chat(sid: str, request: Request):
-        s = state.sessions.get(sid)
+        s = reachable(sid, request)
         if s is None:
             return _err(404, f"unknown session {sid}", code="session_not_found")
         return await chat(s, request)
@@ -268,6 +287,7 @@ def build_app(state: ModelServiceState) -> FastAPI:
                 s = state.create(sid)
             except (BadRequest, KeyError) as e:
                 return _err(400, str(e))
+            state.tcp_only.add(sid)
         return await chat(s, request)
 
     @app.post("/sessions")

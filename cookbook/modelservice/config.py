@@ -26,6 +26,8 @@ DEFAULTS: dict[str, Any] = {
         "top_p": 1.0,
         "max_sessions": 1024,
         "max_body_mb": 8,                    # larger request bodies get 413 before they are read
+        "max_connections": 2048,             # connections served at once; more get 503 at once
+        "shutdown_grace_s": 2,               # at stop, running requests get this long, then are cancelled
         "max_input_chars": None,             # prompt characters checked before tokenising (None: 16 x max_input_tokens)
         "record_requests": False,            # keep each call's messages in the session record (tests)
     },

@@ -17,13 +17,10 @@ import uvicorn
 
 from services.common.config import load_config
 from services.common.logs import setup_logging
+from services.common.preflight import Refused, StateLock, check_port
 
-from .app import create_app
 from .paths import repo_path
-from .runtime import Runtime
-from .scheduler import Scheduler
-from .state import BackendState
-from .store import Store
+from .preflight import check_resources
 
 
 def _gb(value: float | str | None) -> int | None:
@@ -33,6 +30,12 @@ def _gb(value: float | str | None) -> int | None:
 
 def build(cfg: dict, state_dir: Path):
     """Construct store, scheduler (with its runtime) and the FastAPI app from a config dict."""
+    # imported here, after main's preflight checks: torch/transformers take many seconds to import on a busy machine
+    from .app import create_app  # noqa: PLC0415
+    from .runtime import Runtime  # noqa: PLC0415
+    from .scheduler import Scheduler  # noqa: PLC0415
+    from .state import BackendState  # noqa: PLC0415
+    from .store import Store  # noqa: PLC0415
 
     rcfg = cfg.get("runtime", {})
     models = [dict(m, path=str(repo_path(m["path"]))) for m in rcfg.get("models", [])]
@@ -107,6 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     b["api_keys"] = keys
     log = setup_logging("backend", log_file, b.get("log_level", "INFO"))
     log.info("starting backend on http://%s:%d (state %s, log %s)", host, port, state_dir, log_file)
+    try:   # refused in seconds, before the model loads: a second backend on this state dir, a busy port
+        lock = StateLock(state_dir, "backend").acquire(port)
+        check_port(host, port, "backend port")
+        check_resources(cfg.get("runtime", {}))
+    except Refused as e:
+        log.error("refusing to start: %s", e.message)
+        print(f"error: {e.message}", file=sys.stderr)
+        return 2
 
     state, app = build(cfg, state_dir)
     state.scheduler.start()
@@ -128,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         state.scheduler.stop()
         state.runtime.close()  # the Ray runtime stops its actors (and private cluster)
         state.store.close()
+        lock.release()
         log.info("backend stopped")
     return 0
 

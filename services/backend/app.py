@@ -3,7 +3,8 @@
 Layers, one direction (docs/backend.md): routes.py / external_routes.py (API: state checks,
 futures) -> wire.py (typed requests, validation, response encoding) -> scheduler.py (one typed job
 and one handler per request kind) -> runtime_api.RuntimeAPI (runtime.Runtime in process, or
-ray_runtime.RayRuntime). This module wires them together: body cap, API keys, error bodies.
+ray_runtime.RayRuntime). This module wires them together: body cap, API keys, error bodies, and the
+error boundary (services/common/boundary.py: an unexpected exception is a 500 on a connection that stays usable).
 Synchronous endpoints answer 4xx with a JSON ``detail`` for bad input (never 5xx: the SDK retries
 those forever).
 """
@@ -16,6 +17,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 
+from services.common.boundary import ErrorBoundary
 from services.common.limits import BodySizeLimit
 
 from . import external_routes, lifecycle, routes, tenants
@@ -53,10 +55,9 @@ def create_app(state: BackendState) -> FastAPI:
     async def validation_error(_: Request, e: RequestValidationError):
         return json_response({"detail": str(e.errors())[:2000]}, 422)
 
-    @app.exception_handler(Exception)
-    async def unexpected_error(request: Request, e: Exception):
-        log.exception("%s %s failed", request.method, request.url.path)
-        return json_response({"detail": f"internal error: {type(e).__name__}"}, 500)
+    # outermost: a bug's exception is one 500, logged, and the kept-alive connection stays usable
+    app.add_middleware(ErrorBoundary, error_body=lambda e: {"detail": f"internal error: {type(e).__name__}"},
+                       logger=log)
 
     @app.on_event("startup")
     async def _startup():

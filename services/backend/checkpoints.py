@@ -27,6 +27,8 @@ log = logging.getLogger("backend.checkpoints")
 SCHEME = "tinker://"
 META = "meta.json"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+MODEL_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$")   # "<session>:train:<seq>"
+MAX_PATH = len(SCHEME) + 200 + 1 + len("external_weights") + 1 + 128
 KINDS = {"weights": "training", "sampler_weights": "sampler", "external_weights": "external"}  # dir -> SDK type
 LOADABLE = ("weights", "sampler_weights")
 
@@ -47,13 +49,20 @@ def uri(model_id: str, kind: str, name: str) -> str:
     return f"{SCHEME}{model_id}/{kind}/{name}"
 
 
-def parse(path: Any, kinds: tuple[str, ...] = LOADABLE) -> CheckpointPath:
-    """``path`` as a CheckpointPath of one of ``kinds``; BadRequest (400) for anything else."""
+def parse(path: Any, kinds: tuple[str, ...] = LOADABLE, what: str = "path") -> CheckpointPath:
+    """``path`` (the request field ``what``) as a CheckpointPath of one of ``kinds``; BadRequest (400)
+    for anything else, before any file-system access: at most ``MAX_PATH`` characters, a model id of
+    [A-Za-z0-9:._-] (no '..', no separators) and a checkpoint name of ``NAME_RE``."""
+    shown = repr(path)[:120]
     if not isinstance(path, str) or not path.startswith(SCHEME):
-        raise BadRequest(f"not a tinker:// path: {path!r}")
+        raise BadRequest(f"{what}: not a tinker:// path: {shown}")
+    if len(path) > MAX_PATH:
+        raise BadRequest(f"{what}: checkpoint path longer than {MAX_PATH} characters: {shown}...")
     parts = path[len(SCHEME):].split("/")
-    if len(parts) != 3 or parts[1] not in kinds or not NAME_RE.match(parts[2]) or ".." in parts[0] or not parts[0]:
-        raise BadRequest(f"malformed checkpoint path {path!r}: expected tinker://<model_id>/{'|'.join(kinds)}/<name>")
+    if (len(parts) != 3 or parts[1] not in kinds or not NAME_RE.match(parts[2]) or not MODEL_ID_RE.match(parts[0])
+            or ".." in parts[0]):
+        raise BadRequest(f"{what}: malformed checkpoint path {shown}: expected "
+                         f"tinker://<model_id>/{'|'.join(kinds)}/<name>")
     return CheckpointPath(*parts)
 
 

@@ -12,11 +12,25 @@ from . import losses, sampler
 from .codec import Datum
 from .gpu.logprobs import bf16_lora, fused_token_logprobs
 
+# Full-vocabulary logits are never materialised for a whole micro-batch (issue 37: 8,192 tokens x 151,669
+# x 4 B = 5 GB per copy, log-softmax and gradient copies beside it): lm_head + float32 log-softmax run per
+# chunk of tokens, the chunk's logits recomputed in backward (activation checkpointing), so the extra
+# memory is a few [chunk, V] float32 buffers, chunk = LOGITS_CHUNK_BYTES / (4 V) tokens. False: the
+# previous path (model(ids).logits on CPU), for bench/bench_memory.py's baseline.
+CHUNKED = True
+LOGITS_CHUNK_BYTES = {"cuda": 2 << 30, "cpu": 64 << 20}   # cuda: 2048-token chunks as before (V ~ 152k)
+
+
+def chunk_tokens_for(vocab: int, device: torch.device) -> int:
+    """Tokens per lm_head chunk: one [chunk, vocab] float32 buffer within LOGITS_CHUNK_BYTES of the device."""
+    budget = LOGITS_CHUNK_BYTES.get(device.type, LOGITS_CHUNK_BYTES["cpu"])
+    return int(min(2048, max(32, budget // (4 * max(vocab, 1)))))
+
 
 def token_logprobs(module: torch.nn.Module, inputs: list[np.ndarray], targets: list[np.ndarray],
                    device: torch.device, active: list[np.ndarray] | None = None) -> list[torch.Tensor]:
     """Per-token log p(target_i | input_<=i) for a batch of sequences (right-padded; causal
-    attention makes the padding invisible to real tokens). Float32 log-softmax."""
+    attention makes the padding invisible to real tokens). Float32 log-softmax, per chunk of tokens."""
     lens = [len(x) for x in inputs]
     T = max(lens)
     ids = torch.zeros((len(inputs), T), dtype=torch.long)
@@ -26,14 +40,16 @@ def token_logprobs(module: torch.nn.Module, inputs: list[np.ndarray], targets: l
         tgt[i, : len(y)] = torch.as_tensor(np.asarray(y, dtype=np.int64))
     ids, tgt = ids.to(device), tgt.to(device)
     n_active = None if active is None else sum(int(np.count_nonzero(a)) for a in active)
+    hf = module.get_base_model() if hasattr(module, "get_base_model") else module
+    chunk = chunk_tokens_for(int(hf.config.vocab_size), device)
     with bf16_lora(module):  # on CUDA: peft's LoRA branches in bf16, not float32
         if active is not None and torch.is_grad_enabled() and n_active <= 0.5 * sum(lens):
             act = torch.zeros((len(inputs), T), dtype=torch.bool)
             for i, a in enumerate(active):
                 act[i, : len(a)] = torch.as_tensor(np.asarray(a, dtype=bool))
-            lp = _active_logprobs(module, ids, tgt, act.to(device), lens)
-        elif device.type == "cuda":  # lm_head + log-softmax per token chunk: memory bounded whatever the vocab
-            lp = fused_token_logprobs(module, ids, tgt)
+            lp = _active_logprobs(module, ids, tgt, act.to(device), lens, chunk)
+        elif CHUNKED or device.type == "cuda":  # lm_head + log-softmax per token chunk: bounded whatever the vocab
+            lp = fused_token_logprobs(module, ids, tgt, chunk)
         else:
             logits = module(input_ids=ids, use_cache=False).logits
             lp = gather_logprobs(logits, tgt)
@@ -93,7 +109,7 @@ def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tens
     idx = a.nonzero()[:, 0]
     if idx.numel():
         ha, ta = h.index_select(0, idx), t.index_select(0, idx)
-        if ha.is_cuda:  # keep only the chunk's hidden states; its [chunk, V] float32 logits are recomputed in backward
+        if ha.is_cuda or CHUNKED:  # keep only the chunk's hidden states; its [chunk, V] logits are recomputed
             grad_chunk = lambda hs, ts: checkpoint(chunk, hs, ts, use_reentrant=False)  # noqa: E731
         else:
             grad_chunk = chunk

@@ -203,6 +203,12 @@ def _unwrap(e: BaseException) -> BaseException:
     return cause if isinstance(cause, TinkerError) else e
 
 
+def actor_totals(n_train: int, t_res: dict, n_samp: int, s_res: dict) -> tuple[float, float]:
+    """(CPUs, GPUs) the trainer ranks and sampler replicas ask for together."""
+    return (n_train * float(t_res.get("CPU", 1)) + n_samp * float(s_res.get("CPU", 1)),
+            n_train * float(t_res.get("GPU", 0)) + n_samp * float(s_res.get("GPU", 0)))
+
+
 class RayRuntime(RuntimeAPI):
     """The runtime interface over Ray actors (see the module docstring). Runs on the scheduler thread."""
 
@@ -229,10 +235,22 @@ class RayRuntime(RuntimeAPI):
                 env[k] = os.environ[k]
         init: dict[str, Any] = dict(address=address, include_dashboard=False, log_to_driver=False,
                                     runtime_env={"env_vars": env}, ignore_reinit_error=True)
-        if self._own_cluster and ray_cfg.get("num_cpus"):
-            init["num_cpus"] = int(ray_cfg["num_cpus"])
+        need_cpu, need_gpu = actor_totals(n_train, t_res, n_samp, s_res)
+        if self._own_cluster:
+            # a private cluster's CPUs are logical scheduling tokens: size them so the actors fit (2 trainers +
+            # 2 samplers on a 2-core machine share its cores), unless engine.ray.num_cpus says otherwise
+            init["num_cpus"] = int(ray_cfg.get("num_cpus") or max(os.cpu_count() or 1, need_cpu))
         t0 = time.time()
         self._start_cluster(init)
+        have = ray.cluster_resources()
+        if have.get("CPU", 0) < need_cpu or have.get("GPU", 0) < need_gpu:
+            self._stop.set()    # leave no private cluster behind (a joined one is only disconnected)
+            self._owner.join(60)
+            raise RuntimeError(
+                f"engine.ray: the actors need {need_cpu:g} CPU and {need_gpu:g} GPU ({n_train} trainer(s) x {t_res} + "
+                f"{n_samp} sampler(s) x {s_res}), the {'private' if self._own_cluster else 'joined'} cluster has "
+                f"{have.get('CPU', 0):g} CPU and {have.get('GPU', 0):g} GPU: lower --ray-trainers/--ray-samplers, "
+                "set engine.ray.resources, or (a private cluster) raise engine.ray.num_cpus")
         log.info("ray %s: %s cluster at %s, resources %s", ray.__version__,
                  "private" if self._own_cluster else "joined",
                  ray.get_runtime_context().gcs_address, ray.cluster_resources())

@@ -272,8 +272,8 @@ async def load_weights(request: Request, B: Api):
 
 # ---------------------------------------------------------------------- sampling
 def _checkpoint_base(B: BackendState, model_path: str, base_model: str | None, what: str):
-    """(directory, base model) of a sampler-loadable checkpoint path."""
-    _, ck = B.checkpoint(model_path)
+    """(directory, base model) of a sampler-loadable checkpoint path (the request's ``model_path``)."""
+    _, ck = B.checkpoint(model_path, what="model_path")
     if not checkpoints.exists(ck):
         raise NotFound(f"{what} {model_path} does not exist")
     ck_base = checkpoints.train_config(ck)["base_model"]
@@ -284,13 +284,10 @@ def _checkpoint_base(B: BackendState, model_path: str, base_model: str | None, w
 
 @router.post("/create_sampling_session")
 async def create_sampling_session(request: Request, B: Api):
-    body = await body_json(request)
-    sid = wire.field(body, "session_id", str)
-    seq = wire.field(body, "sampling_session_seq_id", int)
+    req = wire.create_sampling_session(await body_json(request))
+    sid, base_model, model_path = req.session_id, req.base_model, req.model_path
     B.session_row(sid)
-    base_model = body.get("base_model")
-    model_path = body.get("model_path")
-    sampler_id = f"{sid}:sample:{seq}"
+    sampler_id = f"{sid}:sample:{req.sampling_session_seq_id}"
     if model_path:
         ck, ck_base = _checkpoint_base(B, model_path, base_model, "sampler checkpoint")
         B.runtime.base(ck_base)
@@ -315,14 +312,15 @@ async def get_sampler(sampler_id: str, B: Api):
 @router.post("/asample")
 async def asample(request: Request, B: Api):
     body = await body_json(request)
-    sampler_id = body.get("sampling_session_id")
+    sampler_id = wire.field(body, "sampling_session_id", str, required=False)
     if sampler_id:
         row = B.sampler_row(sampler_id, "sampling session")
         base_model, wkey = row["base_model"], row["weights_key"]
     else:  # legacy addressing
-        base_model, wkey = body.get("base_model"), None
-        if body.get("model_path"):
-            ck, base_model = _checkpoint_base(B, body["model_path"], None, "checkpoint")
+        base_model, wkey = wire.field(body, "base_model", str, required=False), None
+        model_path = wire.field(body, "model_path", str, required=False)
+        if model_path:
+            ck, base_model = _checkpoint_base(B, model_path, None, "checkpoint")
             wkey = f"ckpt:{ck}"
         if not base_model:
             raise BadRequest("asample needs a sampling_session_id (or base_model / model_path)")
@@ -365,7 +363,7 @@ async def retrieve_future(request: Request, B: Api):
 # ---------------------------------------------------------------------- checkpoints REST
 @router.post("/weights_info")
 async def weights_info(request: Request, B: Api):
-    _, ck = B.checkpoint(wire.field(await body_json(request), "tinker_path", str))
+    _, ck = B.checkpoint(wire.field(await body_json(request), "tinker_path", str), what="tinker_path")
     if not checkpoints.exists(ck):
         raise NotFound("checkpoint does not exist")
     tc = checkpoints.train_config(ck)

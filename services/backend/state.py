@@ -83,9 +83,10 @@ class BackendState:
             raise NotFound(f"unknown {what} {sampler_id!r}")
         return row
 
-    def checkpoint(self, path: Any, kinds: tuple[str, ...] = checkpoints.LOADABLE) -> tuple[CheckpointPath, Path]:
-        """A tinker:// path the caller owns, and its directory (which may not exist)."""
-        ref = checkpoints.parse(path, kinds)
+    def checkpoint(self, path: Any, kinds: tuple[str, ...] = checkpoints.LOADABLE,
+                   what: str = "path") -> tuple[CheckpointPath, Path]:
+        """A tinker:// path (request field ``what``) the caller owns, and its directory (which may not exist)."""
+        ref = checkpoints.parse(path, kinds, what)
         self.tenants.check_id(ref.model_id, "checkpoint owner")
         return ref, ref.directory(self.checkpoint_dir)
 

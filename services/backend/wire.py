@@ -51,6 +51,9 @@ Result = tuple[str, bytes]  # (content type, body) of a finished job
 MAX_NUM_SAMPLES = 1024
 MIN_TTL_S, MAX_TTL_S = 3600, 10 * 365 * 24 * 3600
 MAX_METADATA_BYTES = 16 * 1024
+MAX_INT = 1 << 63            # integers are stored in SQLite (64-bit)
+MAX_ID_CHARS = 512           # ids and names the caller sends back (tinker:// paths: checkpoints.MAX_PATH)
+ID_FIELDS = ("session_id", "model_id", "sampling_session_id", "request_id", "base_model")
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,10 @@ def field(body: dict, key: str, typ: type | tuple, required: bool = True, defaul
     v = body[key]
     if typ is int and isinstance(v, bool) or not isinstance(v, typ):
         raise BadRequest(f"field {key!r} has the wrong type ({type(v).__name__})")
+    if isinstance(v, int) and not isinstance(v, bool) and not -MAX_INT <= v < MAX_INT:
+        raise BadRequest(f"field {key!r} is out of range (a 64-bit integer)")
+    if isinstance(v, str) and len(v) > MAX_ID_CHARS and key in ID_FIELDS:
+        raise BadRequest(f"field {key!r} is longer than {MAX_ID_CHARS} characters")
     return v
 
 
@@ -409,7 +416,7 @@ def load_weights(body: dict) -> LoadWeights:
     check_optimizer(body.get("optimizer_config"))
     _, meta = stored_fields(body)
     return LoadWeights(path=path, checkpoint=ck, with_optimizer=with_opt, session_id=sid, model_seq_id=mseq,
-                       base_model=body.get("base_model") or None, user_metadata=meta)
+                       base_model=field(body, "base_model", str, required=False) or None, user_metadata=meta)
 
 
 class SaveExternal(WireModel):
@@ -449,6 +456,20 @@ def age_recipients(value: Any) -> list[Any]:
 
 
 # ---------------------------------------------------------------------- sampling
+class CreateSamplingSession(WireModel):
+    session_id: str
+    sampling_session_seq_id: int
+    base_model: str | None
+    model_path: str | None
+
+
+def create_sampling_session(body: dict) -> CreateSamplingSession:
+    return CreateSamplingSession(session_id=field(body, "session_id", str),
+                                 sampling_session_seq_id=field(body, "sampling_session_seq_id", int),
+                                 base_model=field(body, "base_model", str, required=False) or None,
+                                 model_path=field(body, "model_path", str, required=False) or None)
+
+
 def sample_spec(body: dict, info: ModelInfo, default_max_tokens: int, limits: Limits) -> SampleSpec:
     """An asample body as a SampleSpec for the served model ``info``."""
     prompt = body.get("prompt") or {}

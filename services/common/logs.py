@@ -25,10 +25,16 @@ def setup_logging(service: str, log_file: str | Path | None, level: str = "INFO"
     return logging.getLogger(service)
 
 
+PER_REQUEST = {"per_request": True}   # ``log.info(..., extra=PER_REQUEST)``: a line any caller can trigger
+
+
 class RateLimitFilter(logging.Filter):
-    """At most ``burst`` WARNING-or-worse records per message template and ``window_s``; the
-    rest are dropped and counted, and the count is reported with the next record let through.
-    Keeps a flood of failing requests (say, half-sent bodies) from filling the disk."""
+    """At most ``burst`` records per message template and ``window_s`` for WARNING-or-worse records
+    and for records logged with ``extra=PER_REQUEST`` (any level); the rest are dropped and counted,
+    and the count is reported with the next record let through (and in ``dropped_total``).
+    Keeps a flood of failing requests (say, half-sent bodies from inside a sandbox) from filling the disk."""
+
+    dropped_total = 0   # every filter in the process: what the services report (ModelService /health)
 
     def __init__(self, burst: int = 5, window_s: float = 60.0):
         super().__init__()
@@ -36,8 +42,18 @@ class RateLimitFilter(logging.Filter):
         self._seen: dict[tuple[str, str], tuple[float, int, int]] = {}   # key -> (window start, passed, dropped)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING:
+        if record.levelno < logging.WARNING and not getattr(record, "per_request", False):
             return True
+        seen = getattr(record, "_rate_limit_ok", None)   # one decision per record, however many handlers ask
+        if seen is not None:
+            return bool(seen)
+        ok = self._decide(record)
+        record._rate_limit_ok = ok
+        if not ok:
+            RateLimitFilter.dropped_total += 1
+        return ok
+
+    def _decide(self, record: logging.LogRecord) -> bool:
         key = (record.name, str(record.msg))
         now = time.monotonic()
         start, passed, dropped = self._seen.get(key, (now, 0, 0))

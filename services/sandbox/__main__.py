@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 import sys
@@ -14,6 +15,7 @@ from typing import Any
 import uvicorn
 
 from services.common.logs import setup_logging
+from services.common.preflight import Refused, check_limits_fit_host, check_port
 from services.common.server import SignalServer
 
 from . import config as sbconfig
@@ -57,6 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     log = setup_logging(f"sandbox-{args.role}", sbconfig.resolve(log_file), args.log_level)
     host = args.host or section.get("host", "127.0.0.1")
     port = args.port or int(section.get("port", 18080 if args.role == "admin" else 22555))
+    try:   # a busy port is refused before the backend starts, naming the process on it
+        check_port(host, port, f"sandbox {args.role} port")
+        if args.role == "admin" and backend_name == "local":   # sandboxes share this host
+            check_limits_fit_host(dataclasses.asdict(sbconfig.default_limits(cfg)), "default_limits")
+    except Refused as e:
+        log.error("refusing to start: %s", e.message)
+        print(f"error: {e.message}", file=sys.stderr)
+        return 2
     try:
         asyncio.run(serve(args.role, cfg, backend_name, host, port))
     except Exception as e:

@@ -50,6 +50,8 @@ class _Req(BaseModel):
     def _clean_strings(cls, data: Any) -> Any:
         if isinstance(data, dict):
             for key, value in data.items():
+                if key == "sandbox_id" and isinstance(value, str):
+                    continue   # any string: an id no sandbox has is unknown (404, manager._known_form)
                 check_text(value, str(key), allow_nul=key == "content")
         return data
 
@@ -259,16 +261,16 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
     @api.post("/read_file")
     async def read_file(req: ReadFileRequest):
         if req.encoding not in (None, "base64"):
-            _known(codecs.lookup, req.encoding, "encoding")
-        if req.errors is not None:
-            _known(codecs.lookup_error, req.errors, "errors")
+            _text_encoding(req.encoding)
+        if req.errors is not None and req.errors not in DECODE_ERRORS:
+            raise BadRequest(f"errors must be one of {', '.join(DECODE_ERRORS)}, got {req.errors[:40]!r}")
         data = await manager.read_file(req.sandbox_id, sandbox_path(req.path), max_read)
         if req.encoding == "base64":
             return ok({"content": base64.b64encode(data).decode(), "encoding": "base64"})
         try:
             text = data.decode(req.encoding or "utf-8", errors=req.errors or "replace")
-        except UnicodeDecodeError as e:
-            raise BadRequest(f"file is not valid {req.encoding or 'utf-8'}: {e}") from e
+        except (UnicodeError, ValueError) as e:
+            raise BadRequest(f"file is not valid {req.encoding or 'utf-8'} (encoding): {str(e)[:200]}") from e
         return ok({"content": text.encode("utf-8", errors="replace").decode()})
 
     @api.post("/write_file")
@@ -333,11 +335,22 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
     return app
 
 
-def _known(lookup, name: str, what: str) -> None:
+DECODE_ERRORS = ("strict", "replace", "ignore", "backslashreplace", "surrogateescape")
+
+
+def _text_encoding(name: str) -> None:
+    """A text encoding (bytes -> str) Python knows; 400 otherwise. Codecs that exist but are not text
+    encodings (rot13, hex, zlib, bz2, uu, base64_codec) answer LookupError to ``bytes.decode``."""
     try:
-        lookup(name)
-    except LookupError:
-        raise BadRequest(f"unknown {what} {name!r}") from None
+        # the flag bytes.decode itself checks (b"".decode skips the look-up, so decoding nothing proves nothing)
+        text = getattr(codecs.lookup(name), "_is_text_encoding", True)
+    except (LookupError, ValueError) as e:
+        text, why = False, str(e)[:120]
+    else:
+        why = "not a text encoding"
+    if not text:
+        raise BadRequest(f"encoding {name[:40]!r}: {why}; use a text encoding such as 'utf-8' or 'latin-1', or "
+                         "'base64' for the raw bytes")
 
 
 @dataclass(frozen=True)

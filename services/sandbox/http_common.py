@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from services.common.boundary import ErrorBoundary
 from services.common.limits import BodySizeLimit as CommonBodySizeLimit
 
 from .errors import SandboxError, Unauthorized
@@ -55,10 +56,10 @@ def install_error_handlers(app: FastAPI) -> None:
         msg = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         return failed(msg, "invalid parameter", status_code=422)
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("%s %s failed", request.method, request.url.path)
-        return failed(f"{type(exc).__name__}: {exc}", "internal error", status_code=500)
+    # an unexpected exception: one 500 (logged), on a connection that stays usable (no reset)
+    app.add_middleware(ErrorBoundary, logger=log, error_body=lambda exc: {
+        "status": "Failed", "message": "internal error", "error": f"{type(exc).__name__}: {str(exc)[:500]}",
+        "result": None})
 
 
 class BodySizeLimit(CommonBodySizeLimit):

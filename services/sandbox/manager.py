@@ -30,6 +30,13 @@ log = logging.getLogger(__name__)
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
+def _known_form(sandbox_id: str) -> None:
+    """An id no sandbox can have (NUL bytes, surrogates, '/', too long) is unknown like any other: 404,
+    before it reaches the store or a path."""
+    if not isinstance(sandbox_id, str) or not _ID.match(sandbox_id):
+        raise NotFound(f"unknown sandbox {str(sandbox_id)[:80]!r}")
+
+
 @dataclass
 class LifecycleConfig:
     lease_s: float = 300.0          # idle time after which a sandbox is reaped
@@ -179,6 +186,7 @@ class SandboxManager:
         return rec
 
     async def close(self, sandbox_id: str) -> None:
+        _known_form(sandbox_id)
         if sandbox_id not in self.records:
             rec = self.store.get(sandbox_id)
             if rec is None:
@@ -203,6 +211,7 @@ class SandboxManager:
 
     def get(self, sandbox_id: str) -> SandboxRecord:
         """Any record (live or ended); 404 if unknown."""
+        _known_form(sandbox_id)
         rec = self.records.get(sandbox_id) or self.store.get(sandbox_id)
         if rec is None:
             raise NotFound(f"unknown sandbox {sandbox_id}")
@@ -212,6 +221,7 @@ class SandboxManager:
     async def using(self, sandbox_id: str) -> AsyncIterator[SandboxRecord]:
         """A live sandbox for one call: renews its lease and keeps the reaper's lease check
         off while the call runs."""
+        _known_form(sandbox_id)
         rec = self.records.get(sandbox_id)
         if rec is None:
             ended = self.store.get(sandbox_id)
