@@ -18,7 +18,9 @@
    commits that SWE-bench images carry (``git log --all`` shows the fix) are gone before the agent's
    first command.
 
-Errors name the task: :class:`ImageBuildError` carries the tail of the build log.
+Errors name the task: :class:`ImageBuildError` carries the tail of the build log (and the failing
+``Step``). With ``LTS_OFFLINE_BUILD=1`` the Dockerfile's uv installer line is substituted from the
+uv wheel (services/sandbox/offline_build.py; tag suffix ``-offline``, label ``lts.offline_build``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from services.common.paths import REPO_ROOT
 from . import offline_build
 
 OFFLINE_CACHE = REPO_ROOT / "sandbox-preparation" / "offline-build"   # uv wheels for offline builds
+OFFLINE_LABEL = offline_build.LABEL
 
 WORKSPACE = "/workspace"
 SCRUB_VERSION = "2"   # bump when SCRUB_SCRIPT changes: every scrubbed image is rebuilt

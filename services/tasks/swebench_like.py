@@ -278,6 +278,20 @@ def wheelhouse(package: str, cache: Path) -> Path:
     return dest
 
 
+def parser_wheelhouse(cache: Path, python_version: str) -> Path:
+    """Wheels that resolve parser.py's PEP 723 dependencies for ``python_version`` (the image's
+    interpreter): with ``UV_OFFLINE=1 UV_FIND_LINKS=<this dir>`` ``uv run parser.py`` needs no
+    index. A pre-warmed stand-in for the verifier's registry path (tests; docs/tasks.md)."""
+    dest = cache / "wheels" / f"parser-py{python_version}"
+    if (dest / ".complete").exists():
+        return dest
+    shutil.rmtree(dest, ignore_errors=True)
+    _pip_download(["--only-binary", ":all:", "--python-version", python_version, *PARSER_DEPS], dest,
+                  "parser.py's dependencies")
+    (dest / ".complete").write_text("\n".join(PARSER_DEPS) + "\n")
+    return dest
+
+
 # ------------------------------------------------------------------------------------------
 # the repository with its long history (git fast-import)
 
