@@ -178,7 +178,7 @@ SPECS = [
         "tests/test_utils.py", "    assert get_auth_from_url(url) == auth\n", REQUESTS_AUTH_TEST,
         ["tests/test_utils.py::test_get_auth_from_url_percent_encoded"],
         ["tests/test_utils.py::TestToKeyValList::test_invalid", "tests/test_utils.py::TestSuperLen::test_string",
-         "tests/test_utils.py::test_to_native_string[test-test]"]),
+         "tests/test_utils.py::TestSuperLen::test_super_len_with__len__"]),
     LikeSpec(
         "psf__requests-90004", "psf/requests", "2.31", "requests",
         "`CaseInsensitiveDict` equality is case sensitive.\n\n"
@@ -522,7 +522,7 @@ REPORT = "/logs/verifier/report.json"
 
 
 def main() -> int:
-    from swebench.harness.constants import FAIL_ONLY_REPOS, FAIL_TO_PASS, PASS_TO_PASS, ResolvedStatus
+    from swebench.harness.constants import FAIL_ONLY_REPOS, FAIL_TO_PASS, PASS_TO_PASS, EvalType, ResolvedStatus
     from swebench.harness.grading import get_eval_tests_report, get_logs_eval, get_resolution_status
     from swebench.harness.test_spec.test_spec import make_test_spec
 
@@ -535,7 +535,7 @@ def main() -> int:
                     "resolved": False}}
     if found:
         gold = {FAIL_TO_PASS: spec.FAIL_TO_PASS, PASS_TO_PASS: spec.PASS_TO_PASS}
-        mode = "fail_only" if record["repo"] in FAIL_ONLY_REPOS else "pass_and_fail"
+        mode = EvalType.FAIL_ONLY if record["repo"] in FAIL_ONLY_REPOS else EvalType.PASS_AND_FAIL
         tests = get_eval_tests_report(status, gold, eval_type=mode)
         report[iid]["tests_status"] = tests
         report[iid]["resolved"] = get_resolution_status(tests) == ResolvedStatus.FULL.value
