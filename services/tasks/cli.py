@@ -243,7 +243,8 @@ def cmd_fetch(argv: list[str]) -> int:
     for w in entry["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
     print(json.dumps({k: entry[k] for k in ("task_id", "dest", "source", "images", "task_hash")}, indent=1))
-    print(f"{len(entry['files'])} file(s) -> {entry['dest']}; manifest {a.task / 'sandbox-preparation' / 'manifest.json'}")
+    manifest = a.task / "sandbox-preparation" / "manifest.json"
+    print(f"{len(entry['files'])} file(s) -> {entry['dest']}; manifest {manifest}")
     return 0
 
 

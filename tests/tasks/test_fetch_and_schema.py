@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from services.sandbox import offline_build
+from services.sandbox.docker_images import OFFLINE_CACHE
 from services.tasks.fetch import FetchError, fetch_task
 from services.tasks.task import load_task
 
@@ -44,7 +45,8 @@ def test_fetch_copies_one_task_byte_for_byte_and_records_it(tmp_path):
     assert e["files"] == {k: hashlib.sha256(v).hexdigest() for k, (v, _) in _tree(LIKE / TASK_ID).items()}
     assert e["source"]["kind"] == "directory" and e["source"]["task_path"] == str(LIKE / TASK_ID)
     assert list(e["images"]) == ["swebench/sweb.eval.x86_64.psf_1776_requests-90003:latest"]
-    assert e["rock_root"]["path"] == str(rock) and e["wheel"]["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert e["rock_root"]["path"] == str(rock)
+    assert e["wheel"]["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
     assert m["version"] == 1 and "tasks" in m       # the preparation manifest's own format is kept
     # a second fetch of another task keeps the first record; a changed source replaces the copy
     fetch_task(root, "pallets__flask-90001", LIKE)
@@ -94,7 +96,6 @@ def test_offline_context_replaces_exactly_the_uv_line(tmp_path):
     env.mkdir()
     src = (LIKE / TASK_ID / "environment" / "Dockerfile").read_bytes()
     (env / "Dockerfile").write_bytes(src)
-    from services.sandbox.docker_images import OFFLINE_CACHE
     rec = offline_build.offline_context(env, tmp_path / "ctx", OFFLINE_CACHE)
     assert rec["original_sha256"] == hashlib.sha256(src).hexdigest()
     [sub] = rec["substitutions"]
