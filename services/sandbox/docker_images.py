@@ -41,6 +41,7 @@ from . import offline_build
 
 OFFLINE_CACHE = REPO_ROOT / "sandbox-preparation" / "offline-build"   # uv wheels for offline builds
 OFFLINE_LABEL = offline_build.LABEL
+OFFLINE_ENV_FLAG = offline_build.ENV_FLAG
 
 WORKSPACE = "/workspace"
 SCRUB_VERSION = "2"   # bump when SCRUB_SCRIPT changes: every scrubbed image is rebuilt

@@ -46,8 +46,8 @@ import sys
 from pathlib import Path
 
 from services.common.paths import DATASETS_DIR, REPO_ROOT
-from services.sandbox import offline_build
 from services.sandbox.client import SandboxManagerClient
+from services.sandbox.docker_images import OFFLINE_ENV_FLAG
 
 from .cleangrade import grade_patch
 from .fetch import FetchError, fetch_task
@@ -190,7 +190,7 @@ def cmd_write_swebench_sample(argv: list[str]) -> int:
 
 def _offline(flag: bool) -> None:
     if flag:
-        os.environ[offline_build.ENV_FLAG] = "1"   # read where the image is built (docker_images)
+        os.environ[OFFLINE_ENV_FLAG] = "1"   # read where the image is built (docker_images)
 
 
 def cmd_write_swebench_like(argv: list[str]) -> int:
