@@ -18,19 +18,30 @@
    commits that SWE-bench images carry (``git log --all`` shows the fix) are gone before the agent's
    first command.
 
-Errors name the task: :class:`ImageBuildError` carries the tail of the build log.
+Errors name the task: :class:`ImageBuildError` carries the tail of the build log (and the failing
+``Step``). With ``LTS_OFFLINE_BUILD=1`` the Dockerfile's uv installer line is substituted from the
+uv wheel (services/sandbox/offline_build.py; tag suffix ``-offline``, label ``lts.offline_build``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 import docker
 from docker.errors import BuildError, ImageNotFound
+
+from services.common.paths import REPO_ROOT
+
+from . import offline_build
+
+OFFLINE_CACHE = REPO_ROOT / "sandbox-preparation" / "offline-build"   # uv wheels for offline builds
+OFFLINE_LABEL = offline_build.LABEL
+OFFLINE_ENV_FLAG = offline_build.ENV_FLAG
 
 WORKSPACE = "/workspace"
 SCRUB_VERSION = "2"   # bump when SCRUB_SCRIPT changes: every scrubbed image is rebuilt
@@ -116,16 +127,25 @@ def environment_image(client: Any, task: Any) -> str:
         return named
     if not dockerfile.is_file():
         raise ImageBuildError(task.name, "environment/Dockerfile is missing (and no [environment].docker_image)")
-    tag = f"lts-env/{repo_name(task)}:{context_hash(env)[:16]}"
+    offline = offline_build.enabled()
+    tag = f"lts-env/{repo_name(task)}:{context_hash(env)[:16]}" + ("-offline" if offline else "")
     with _lock(tag):
         if _exists(client, tag):
             return tag
         timeout = float(task.config.environment.build_timeout_sec)
-        _build(client, task, env, tag, timeout)
+        if not offline:
+            _build(client, task, env, tag, timeout)
+            return tag
+        with tempfile.TemporaryDirectory(prefix="lts-offline-build-") as tmp:  # uv line from the uv wheel
+            try:
+                record = offline_build.offline_context(env, Path(tmp) / "ctx", OFFLINE_CACHE)
+            except offline_build.OfflineBuildError as e:
+                raise ImageBuildError(task.name, str(e)) from None
+            _build(client, task, Path(tmp) / "ctx", tag, timeout, {offline_build.LABEL: offline_build.label_of(record)})
     return tag
 
 
-def _build(client: Any, task: Any, env: Path, tag: str, timeout: float) -> None:
+def _build(client: Any, task: Any, env: Path, tag: str, timeout: float, labels: dict[str, str] | None = None) -> None:
     """Classic-builder build through the API (no BuildKit, no network), under ``timeout``."""
     lines: list[str] = []
     err: list[BaseException] = []
@@ -133,7 +153,7 @@ def _build(client: Any, task: Any, env: Path, tag: str, timeout: float) -> None:
     def run() -> None:
         try:
             for chunk in client.api.build(path=str(env), tag=tag, rm=True, forcerm=True, network_mode="none",
-                                   decode=True, labels={"lts.task": task.name}):
+                                   decode=True, labels={"lts.task": task.name, **(labels or {})}):
                 if "stream" in chunk:
                     lines.extend(chunk["stream"].splitlines())
                 if "error" in chunk:
@@ -150,7 +170,9 @@ def _build(client: Any, task: Any, env: Path, tag: str, timeout: float) -> None:
         raise ImageBuildError(task.name, f"environment/Dockerfile did not build within {timeout:g}s "
                               "([environment].build_timeout_sec)", tail)
     if err:
-        raise ImageBuildError(task.name, f"environment/Dockerfile failed to build: {err[0]}", tail)
+        step = next((ln for ln in reversed(lines) if ln.startswith("Step ")), "")
+        at = f" at {step.strip()} (builds have no network)" if step else ""
+        raise ImageBuildError(task.name, f"environment/Dockerfile failed to build{at}: {err[0]}", tail)
 
 
 def scrubbed_image(client: Any, task: Any, env_image: str) -> dict[str, Any]:

@@ -16,7 +16,19 @@
         prints one JSON object (reward, flags, per-test outcomes); exit 0 iff reward 1.
     prepare_sandbox.py write-swebench-sample [--dest datasets/swebench-sample]
         Regenerate the sample set in the public Harbor / SWE-bench layout (services/tasks/swebench_sample.py).
+    prepare_sandbox.py write-swebench-verified-like [--dest datasets/swebench-verified-like] [--only ID]
+        Regenerate the stand-in SWE-bench Verified tasks (services/tasks/swebench_like.py; pip downloads the
+        pinned sdists; swebench 4.1.0 writes each test.sh).
+    prepare_sandbox.py build-swebench-like-images [--only ID]
+        Build their SWE-bench-shaped images swebench/sweb.eval.x86_64.<id>:latest on the Docker host, offline
+        (cached by content).
+    prepare_sandbox.py --task ROOT --task-id ID [--source DIR|harbor:NAME] [--rock-root R] [--wheel W]
+        Fetch one Harbor task byte for byte into ROOT/assets/harbor-tasks/ID/ and record it (source, per-file
+        sha256, image ids, the validated --rock-root / --wheel) in ROOT/sandbox-preparation/manifest.json.
 
+    --offline-build (or LTS_OFFLINE_BUILD=1): build task images without network: the Dockerfile line
+    `RUN curl -LsSf https://astral.sh/uv/<v>/install.sh | sh` is replaced by an install from the uv wheel
+    (recorded in the manifest); any other network step fails naming the line (docs/tasks.md).
     --backend docker: tasks whose repo lives in their image (environment/Dockerfile or
     [environment].docker_image; public Harbor tasks) get their image built and history-scrubbed on
     the Docker host (DOCKER_HOST); --validate then runs in sandboxes of the sandbox manager
@@ -29,13 +41,16 @@ import argparse
 import asyncio
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
 from services.common.paths import DATASETS_DIR, REPO_ROOT
 from services.sandbox.client import SandboxManagerClient
+from services.sandbox.docker_images import OFFLINE_ENV_FLAG
 
 from .cleangrade import grade_patch
+from .fetch import FetchError, fetch_task
 from .hostsandbox import host_sandbox_factory
 from .micro import SPECS, write_micro_dataset
 from .multiturn import tasks, write_multiturn_dataset
@@ -94,7 +109,10 @@ def cmd_prepare(argv: list[str]) -> int:
     ap.add_argument("--verifier-timeout", type=float, help="override [verifier].timeout_sec")
     ap.add_argument("--strict", action="store_true", help="exit 1 when any task is excluded")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--offline-build", action="store_true",
+                    help="docker: substitute the uv installer line from the uv wheel (see docs/tasks.md)")
     a = ap.parse_args(argv)
+    _offline(a.offline_build)
     sandbox = a.sandbox or ("manager" if a.backend == "docker" else "host")
 
     factory = _factory(sandbox) if a.validate else None
@@ -170,6 +188,66 @@ def cmd_write_swebench_sample(argv: list[str]) -> int:
     return 0
 
 
+def _offline(flag: bool) -> None:
+    if flag:
+        os.environ[OFFLINE_ENV_FLAG] = "1"   # read where the image is built (docker_images)
+
+
+def cmd_write_swebench_like(argv: list[str]) -> int:
+    from . import swebench_like  # noqa: PLC0415 - imports swebench (seconds)
+
+    ap = argparse.ArgumentParser(prog="prepare_sandbox.py write-swebench-verified-like")
+    ap.add_argument("--dest", type=Path, default=swebench_like.DEFAULT_DEST)
+    ap.add_argument("--cache", type=Path, default=swebench_like.DEFAULT_CACHE, help="downloads, repos, wheels")
+    ap.add_argument("--only", action="append", help="only this instance id (repeatable)")
+    a = ap.parse_args(argv)
+    tasks = swebench_like.write_dataset(a.dest, a.cache, a.only)
+    print(f"{len(tasks)} stand-in SWE-bench Verified tasks written to {a.dest}")
+    return 0 if tasks else 1
+
+
+def cmd_build_swebench_like(argv: list[str]) -> int:
+    from . import swebench_like  # noqa: PLC0415
+
+    ap = argparse.ArgumentParser(prog="prepare_sandbox.py build-swebench-like-images")
+    ap.add_argument("--dest", type=Path, default=swebench_like.DEFAULT_DEST, help="the task files (base-commit check)")
+    ap.add_argument("--cache", type=Path, default=swebench_like.DEFAULT_CACHE)
+    ap.add_argument("--only", action="append", help="only this instance id (repeatable)")
+    a = ap.parse_args(argv)
+    from services.sandbox.docker_images import docker_client  # noqa: PLC0415
+
+    for image in swebench_like.build_images(docker_client(), a.cache, a.dest, a.only):
+        print(image)
+    return 0
+
+
+def cmd_fetch(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="prepare_sandbox.py --task ROOT --task-id ID",
+                                 description="Copy one Harbor task byte for byte into ROOT/assets/harbor-tasks/ID/ "
+                                             "and record it in ROOT/sandbox-preparation/manifest.json "
+                                             "(services/tasks/fetch.py).")
+    ap.add_argument("--task", type=Path, required=True, metavar="ROOT", help="the seed system's root")
+    ap.add_argument("--task-id", required=True, help="the task's directory name, e.g. sympy__sympy-19637")
+    ap.add_argument("--source", default=None,
+                    help="a local Harbor dataset folder or checkout (default: datasets/), or harbor:NAME[@VERSION] "
+                         "(Harbor's registry, through `harbor download`)")
+    ap.add_argument("--registry-path", type=Path, help="harbor: a local registry.json (offline registry)")
+    ap.add_argument("--rock-root", type=Path, help="a ROCK checkout (validated: must exist; recorded)")
+    ap.add_argument("--wheel", type=Path, help="a wheel to install in the sandboxes (validated; recorded)")
+    a = ap.parse_args(argv)
+    try:
+        entry = fetch_task(a.task, a.task_id, a.source, a.rock_root, a.wheel, a.registry_path)
+    except FetchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for w in entry["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    print(json.dumps({k: entry[k] for k in ("task_id", "dest", "source", "images", "task_hash")}, indent=1))
+    manifest = a.task / "sandbox-preparation" / "manifest.json"
+    print(f"{len(entry['files'])} file(s) -> {entry['dest']}; manifest {manifest}")
+    return 0
+
+
 def cmd_grade(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="prepare_sandbox.py grade",
                                  description="Grade a patch against a task in a fresh sandbox from the task's base "
@@ -183,7 +261,10 @@ def cmd_grade(argv: list[str]) -> int:
                          "'host' (dev only, NO isolation: never for untrusted patches) or module:callable")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="preparation dir (default: %(default)s)")
     ap.add_argument("--verifier-timeout", type=float, help="override [verifier].timeout_sec")
+    ap.add_argument("--offline-build", action="store_true",
+                    help="docker: substitute the uv installer line from the uv wheel (see docs/tasks.md)")
     a = ap.parse_args(argv)
+    _offline(a.offline_build)
 
     try:
         task = load_task(a.task)
@@ -221,6 +302,12 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_grade(argv[1:])
     if argv and argv[0] == "write-swebench-sample":
         return cmd_write_swebench_sample(argv[1:])
+    if argv and argv[0] == "write-swebench-verified-like":
+        return cmd_write_swebench_like(argv[1:])
+    if argv and argv[0] == "build-swebench-like-images":
+        return cmd_build_swebench_like(argv[1:])
+    if any(x == "--task" or x.startswith("--task=") for x in argv):
+        return cmd_fetch(argv)
     if argv and argv[0] == "synth":
         return cmd_synth(argv[1:])
     if argv and argv[0] == "write-micro":

@@ -36,7 +36,7 @@ from typing import Any, Awaitable, Callable
 from tqdm import tqdm
 
 from services.common.sandbox_api import Sandbox
-from services.sandbox.docker_images import SCRUB_VERSION, docker_client, task_image
+from services.sandbox.docker_images import OFFLINE_LABEL, SCRUB_VERSION, docker_client, task_image
 
 from .hostsandbox import host_sandbox_factory
 from .task import Task, TaskError, combined_hash
@@ -182,7 +182,14 @@ def _image_present(docker: Any, base: dict[str, Any]) -> bool:
 
 def _build_image_base(task: Task, docker: Any) -> dict[str, Any]:
     env = task.config.environment
-    return {**task_image(docker, task), "limits": {"cpus": float(env.cpus), "memory_mb": int(env.memory_mb)}}
+    base = {**task_image(docker, task), "limits": {"cpus": float(env.cpus), "memory_mb": int(env.memory_mb)}}
+    try:   # an offline build (uv installer line substituted): its record, with the original Dockerfile's sha256
+        label = (docker.images.get(base["env_image"]).labels or {}).get(OFFLINE_LABEL)
+        if label:
+            base["offline_build"] = json.loads(label)
+    except Exception:  # noqa: BLE001 - a named [environment].docker_image may carry anything
+        pass
+    return base
 
 
 def _progress(total: int, desc: str, enabled: bool) -> tqdm:
@@ -244,7 +251,8 @@ async def prepare_tasks(tasks: list[Task], out_dir: Path, *, validate: bool = Fa
                 entry = old
             else:
                 entry = {"name": task.name, "path": str(task.path), "dataset": dataset, "backend": backend,
-                         "files": files, "task_hash": task_hash, "excluded": False, "reason": None}
+                         "files": files, "task_hash": task_hash, "excluded": False, "reason": None,
+                         "warnings": list(task.warnings)}
                 try:
                     entry["source"] = _source_of(task)
                     if in_image:

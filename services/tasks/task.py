@@ -168,7 +168,7 @@ def load_task(path: str | Path) -> Task:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"]) or None
         raise TaskError(d, "task.toml", err["msg"], loc) from None
-    warnings = [f"task.toml: unknown key {k!r} (ignored)" for k in unknown_keys(data)]
+    warnings = [f"task.toml: unknown key {k!r} (kept, not used)" for k in unknown_keys(data)]
     if config.schema_version not in ("1.0", "1.1", "1.2", "1.3", "1.4"):
         warnings.append(f"task.toml: schema_version {config.schema_version!r} is newer than 1.4")
     try:

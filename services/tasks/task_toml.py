@@ -3,8 +3,10 @@
 Field names and defaults follow Harbor (see ../shared/docs/sandboxes-and-tasks.md §1.2) so a task
 written for Harbor loads here and vice versa. We do not depend on Harbor itself (it needs Python
 3.12 and ~470 MB of dependencies); only the fields this project reads are typed strictly, the rest
-are accepted as Harbor accepts them. Unknown keys are kept out of the model but reported by
-:func:`unknown_keys` so a typo such as ``timeout_secs`` does not go unnoticed.
+are accepted as Harbor accepts them. Schema versions 1.0 (the published SWE-bench Verified tasks) to
+1.4 load. Unknown keys are kept (each model's ``model_extra``, e.g. ``config.verifier.model_extra``)
+and reported by :func:`unknown_keys` (``Task.warnings``, recorded in the preparation manifest) so a
+typo such as ``timeout_secs`` does not go unnoticed.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class NetworkMode(str, Enum):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True)   # unknown keys kept, reported
 
 
 class Author(_Model):

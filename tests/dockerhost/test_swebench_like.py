@@ -1,0 +1,207 @@
+"""The stand-in SWE-bench Verified tasks (datasets/swebench-verified-like, services/tasks/swebench_like.py)
+on real containers: the generator reproduces the committed task files byte for byte (swebench 4.1.0
+writes test.sh), the images are shaped like SWE-bench's (conda activate testbed, editable install,
+≥ 20,000 commits, pack ≥ 150 MB, future commits reachable), and each task's own test.sh, run in a
+container of the task's image (built from its published Dockerfile with the offline uv substitution),
+gives gold 1, empty 0, delete-the-failing-test 0.
+
+The verifier's network path is tasks-net's part of issue 36. Here parser.py's packages come from a
+pre-warmed wheelhouse (UV_OFFLINE, UV_FIND_LINKS) and the containers have no network at all, so for
+the flask tasks (swebench fetches requirements/dev.txt from raw.githubusercontent.com at grading
+time) the container run must end as an infrastructure error (no reward.txt), never a 0; their
+gold/empty/delete-test grades are checked by grading the same container log with that file served
+from the repository's own history. ``test_flask_gold_1_with_upstream_file_served`` is the end-to-end
+check that needs tasks-net's upstream-file mirror (it skips until that exists, fails under CI=true).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from services.sandbox import offline_build
+from services.sandbox.docker_images import OFFLINE_CACHE, environment_image
+from services.tasks import swebench_like as sl
+from services.tasks.task import load_dataset, load_task
+
+REPO = Path(__file__).resolve().parents[2]
+DATASET = REPO / "datasets" / "swebench-verified-like"
+FLASK = [s.instance_id for s in sl.SPECS if s.repo == "pallets/flask"]
+
+
+@pytest.fixture(scope="session")
+def like_images(docker_client):
+    """The SWE-bench-like images and the tasks' own (offline-built) environment images."""
+    images = sl.build_images(docker_client, sl.DEFAULT_CACHE, DATASET)
+    os.environ[offline_build.ENV_FLAG] = "1"
+    try:
+        env_images = {t.path.name: environment_image(docker_client, t) for t in load_dataset(DATASET).tasks}
+    finally:
+        os.environ.pop(offline_build.ENV_FLAG, None)
+    version = ["python3", "-c", "import platform; print(platform.python_version())"]
+    py = docker_client.containers.run(sl.BASE_IMAGE, version, network_mode="none", remove=True).decode().strip()
+    wheels = sl.parser_wheelhouse(sl.DEFAULT_CACHE, py)
+    uv_cache = sl.DEFAULT_CACHE / "uv-cache"
+    uv_cache.mkdir(parents=True, exist_ok=True)
+    return images, env_images, wheels, uv_cache
+
+
+def _exec(c, cmd: str) -> tuple[int, str]:
+    rc, out = c.exec_run(["bash", "-c", cmd], user="0:0")
+    return rc, out.decode(errors="replace")
+
+
+def run_verifier(docker_client, like_images, task_dir: Path, mode: str) -> dict:
+    """Run the task's own tests/test.sh in a fresh container of its image after ``mode``:
+    gold (solution/solve.sh), empty (nothing) or delete-test (the agent deletes the test file of the
+    test patch). Returns {"reward": float | None, "log": test output, "stdout": test.sh's output}."""
+    _, env_images, wheels, uv_cache = like_images
+    record = json.loads((task_dir / "tests" / "config.json").read_text())
+    test_file = sl.spec_by_id(record["instance_id"]).test_file
+    c = docker_client.containers.run(
+        env_images[task_dir.name], ["sleep", "infinity"], detach=True, network_mode="none",
+        labels={"lts.test": "swebench-like"}, environment={"UV_OFFLINE": "1", "UV_FIND_LINKS": "/wheels",
+                                                            "UV_CACHE_DIR": "/uv-cache"},
+        volumes={str(task_dir / "tests"): {"bind": "/tests-src", "mode": "ro"},
+                 str(task_dir / "solution"): {"bind": "/solution", "mode": "ro"},
+                 str(wheels): {"bind": "/wheels", "mode": "ro"}, str(uv_cache): {"bind": "/uv-cache", "mode": "rw"}})
+    try:
+        assert _exec(c, "cp -r /tests-src /tests")[0] == 0
+        if mode == "gold":
+            rc, out = _exec(c, "bash /solution/solve.sh")
+            assert rc == 0, out
+        elif mode == "delete-test":
+            assert _exec(c, f"cd /testbed && git rm -q {test_file}")[0] == 0
+        _, stdout = _exec(c, "bash /tests/test.sh")
+        rc, reward = _exec(c, "cat /logs/verifier/reward.txt")
+        _, log = _exec(c, "cat /logs/verifier/test-output.log")
+        return {"reward": float(reward) if rc == 0 else None, "log": log, "stdout": stdout}
+    finally:
+        c.remove(force=True)
+
+
+def grade_log_served(task_dir: Path, log: str) -> bool:
+    """parser.py's grading of ``log`` with the upstream requirements file served from the repo's history."""
+    spec = sl.spec_by_id(task_dir.name)
+    h = sl.repo_for(spec, sl.DEFAULT_CACHE)
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "log").write_text(log)
+        env = {**os.environ, "SWEBENCH_RECORD": str(task_dir / "tests" / "config.json")}
+        code = sl.PARSER_PY.replace('REPORT = "/logs/verifier/report.json"', f'REPORT = "{d}/report.json"')
+        ns: dict = {"__name__": "parser"}
+        old, argv = dict(os.environ), sys.argv
+        os.environ.update(env)
+        sys.argv = ["parser.py", str(Path(d) / "log")]   # parser.py reads its argv at import
+        try:
+            exec(compile(code, "parser.py", "exec"), ns)  # noqa: S102 - the task's own parser, generated by us
+            with sl.upstream_files_from(h.repo, spec.repo):
+                rc = ns["main"]()
+        finally:
+            sys.argv = argv
+            os.environ.clear()
+            os.environ.update(old)
+    return rc == 0
+
+
+def test_generator_reproduces_the_dataset_byte_for_byte(tmp_path, docker_client):
+    """Regenerating writes exactly the committed files (same commit ids; test.sh is swebench's)."""
+    written = sl.write_dataset(tmp_path, sl.DEFAULT_CACHE)
+    assert len(written) == len(sl.SPECS) >= 5 and len({s.repo for s in sl.SPECS}) >= 3
+    for task in written:
+        committed = DATASET / task.name
+        new = {p.relative_to(task).as_posix(): p.read_bytes() for p in task.rglob("*") if p.is_file()}
+        old = {p.relative_to(committed).as_posix(): p.read_bytes() for p in committed.rglob("*") if p.is_file()}
+        assert new == old, f"{task.name}: regenerated files differ from datasets/swebench-verified-like"
+        t = load_task(committed)
+        assert t.config.schema_version == "1.0" and t.warnings == []
+        dockerfile = (committed / "environment" / "Dockerfile").read_text()
+        assert sl.UV_INSTALL_LINE in dockerfile.splitlines() and "WORKDIR /testbed" in dockerfile
+        script = (committed / "tests" / "test.sh").read_text()
+        assert ": '>>>>> Start Test Output'" in script and "conda activate testbed" in script
+
+
+def test_images_are_shaped_like_swebench(docker_client, like_images):
+    images, _, _, _ = like_images
+    for spec, image in zip(sl.SPECS, images):
+        rec = json.loads((DATASET / spec.instance_id / "tests" / "config.json").read_text())
+        h = sl.repo_for(spec, sl.DEFAULT_CACHE)
+        out = docker_client.containers.run(image, ["bash", "-c", """set -e
+source /opt/miniconda3/bin/activate; conda activate testbed
+echo env=$CONDA_DEFAULT_ENV python=$(command -v python) pwd=$(pwd)
+git config --global --add safe.directory /testbed
+echo head=$(git rev-parse HEAD) count=$(git rev-list --all --count) dirty=$(git status --porcelain | wc -l)
+echo pack=$(du -sm .git/objects/pack | cut -f1)
+echo fix=$(git branch -a --contains %s | wc -l) tags=$(git tag --contains %s | wc -l) \
+ reflog=$(git reflog --format=%%H | grep -c %s) envsetup=$(git cat-file -t %s)
+echo editable=$(python -m pip show %s | grep -c "Editable project location: /testbed") \
+ installed=$(python -m pip show %s | grep -c "^Name:")
+""" % (h.fix, h.fix, h.head, rec["environment_setup_commit"], spec.package, spec.package)],
+            network_mode="none", remove=True).decode()
+        kv = dict(x.split("=", 1) for x in out.split() if "=" in x)
+        assert kv["env"] == "testbed" and kv["python"] == "/opt/miniconda3/envs/testbed/bin/python", out
+        assert kv["pwd"] == "/testbed" and kv["head"] == rec["base_commit"] and kv["dirty"] == "0", out
+        assert int(kv["count"]) >= 20_000 and int(kv["pack"]) >= 150, out
+        assert int(kv["fix"]) >= 1 and int(kv["tags"]) >= 1 and int(kv["reflog"]) >= 1, out
+        assert kv["envsetup"] == "commit" and kv["installed"] == "1", out
+        assert kv["editable"] == ("1" if "-e ." in sl._install_cmd(spec) else "0"), out
+
+
+@pytest.mark.parametrize("instance_id", [s.instance_id for s in sl.SPECS])
+def test_gold_1_empty_0_delete_test_0(docker_client, like_images, instance_id):
+    task_dir = DATASET / instance_id
+    results = {m: run_verifier(docker_client, like_images, task_dir, m) for m in ("gold", "empty", "delete-test")}
+    for mode, r in results.items():
+        assert ">>>>> Start Test Output" in r["log"], (mode, r["stdout"][-3000:])
+    if instance_id in FLASK:
+        # no upstream-file path here: swebench cannot fetch requirements/dev.txt -> no reward, not 0
+        for mode, r in results.items():
+            assert r["reward"] is None, (mode, r["stdout"][-2000:])
+            assert "raw.githubusercontent.com" in r["stdout"] and "GRADING ERROR" in r["stdout"], r["stdout"][-2000:]
+        graded = {m: grade_log_served(task_dir, r["log"]) for m, r in results.items()}
+        assert graded == {"gold": True, "empty": False, "delete-test": False}, graded
+    else:
+        rewards = {m: r["reward"] for m, r in results.items()}
+        assert rewards == {"gold": 1.0, "empty": 0.0, "delete-test": 0.0}, {m: r["stdout"][-1500:]
+                                                                            for m, r in results.items()}
+
+
+def test_offline_build_substitutes_only_the_uv_line(docker_client, like_images, tmp_path):
+    """The offline env image has uv from the wheel and records the original Dockerfile's sha256;
+    another network step is refused naming its line."""
+    _, env_images, _, _ = like_images
+    task_dir = DATASET / sl.SPECS[0].instance_id
+    labels = docker_client.images.get(env_images[task_dir.name]).labels
+    rec = json.loads(labels[offline_build.LABEL])
+    assert rec["original_sha256"] == hashlib.sha256((task_dir / "environment" / "Dockerfile").read_bytes()).hexdigest()
+    assert [s["original"] for s in rec["substitutions"]] == [sl.UV_INSTALL_LINE]
+    out = docker_client.containers.run(env_images[task_dir.name], ["bash", "-c", "$HOME/.local/bin/uv --version"],
+                                       network_mode="none", remove=True).decode()
+    assert out.strip().startswith(f"uv {sl.UV_VERSION}")
+    env = tmp_path / "environment"
+    env.mkdir()
+    (env / "Dockerfile").write_text(f"FROM {sl.BASE_IMAGE}\n{sl.UV_INSTALL_LINE}\n"
+                                    "RUN apt-get update && apt-get install -y graphviz\n")
+    with pytest.raises(offline_build.OfflineBuildError, match=r"Dockerfile:3: `RUN apt-get update"):
+        offline_build.offline_context(env, tmp_path / "ctx", OFFLINE_CACHE)
+
+
+def test_flask_gold_1_with_upstream_file_served(docker_client, like_images):
+    """Needs tasks-net's verifier path (upstream-file mirror for raw.githubusercontent.com); until
+    that lands this skips (fails under CI=true)."""
+    if importlib.util.find_spec("services.sandbox.upstream_mirror") is None:   # tasks-net's module (name TBD)
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("the verifier's upstream-file mirror (tasks-net, issue 36) is missing")
+        pytest.skip("needs the verifier's upstream-file mirror (tasks-net's half of issue 36)")
+    pytest.fail("wire this test to the mirror's API: gold 1 offline for " + FLASK[0])
+
+
+def test_no_containers_left(docker_client, like_images):
+    left = docker_client.containers.list(all=True, filters={"label": "lts.test=swebench-like"})
+    assert left == []
