@@ -7,6 +7,7 @@
 #   bash run.sh rollout --task-id ID  evaluate an agent on tasks      (see: bash run.sh rollout --help)
 #   bash run.sh sft|grpo|ppo|ppo-kl   train an SWE agent              (see: bash run.sh grpo --help)
 #   bash run.sh export CHECKPOINT --out DIR [--adapter]   a checkpoint -> Hugging Face model dir (or PEFT adapter)
+#   bash run.sh eval MODEL [--tasks DIR]   Harbor's runner + terminus-2 through the backend's /oai on a checkpoint
 #
 # Training/rollout modes create runs/<mode>-<timestamp>/ (printed at start), start the backend and
 # sandbox manager if they are not running, and stop what they started, also on Ctrl-C.
@@ -63,6 +64,10 @@ case "$mode" in
   export)
     [[ -x .venv-runtime/bin/python ]] || { echo "run.sh: run 'bash setup.sh runtime' first" >&2; exit 1; }
     exec .venv-runtime/bin/python -m services.backend.export "$@" ;;
-  -h|--help|help|"") sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$mode" ]] ;;
-  *) echo "run.sh: unknown mode '$mode' (quickstart | test | lint | rollout | sft | grpo | ppo | ppo-kl | export)" >&2; exit 2 ;;
+  eval)
+    need_control
+    [[ -f "${LTS_CONFIG_DIR:-config}/runtime.yaml" ]] || .venv-control/bin/python configure.py
+    exec .venv-control/bin/python -m cookbook.harbor_eval "$@" ;;
+  -h|--help|help|"") sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$mode" ]] ;;
+  *) echo "run.sh: unknown mode '$mode' (quickstart | test | lint | rollout | sft | grpo | ppo | ppo-kl | export | eval)" >&2; exit 2 ;;
 esac

@@ -40,7 +40,7 @@ def _json(obj: Any, status: int = 200) -> Response:
 
 async def _guard(request: Request, handle: Callable[[BackendState, dict], Awaitable[Response]]) -> Response:
     try:
-        body = wire.json_object(await request.body())
+        body = compat.body(await request.body())
         return await handle(request.app.state.backend, body)
     except TinkerError as e:
         status = e.status_code if e.status_code in (400, 401, 404, 413, 500) else 400
@@ -158,7 +158,7 @@ async def _messages(B: BackendState, body: dict) -> Response:
               "top_p": compat.number_field(body, "top_p"), "top_k": body.get("top_k"),
               "seed": body.get("seed"),   # an extension (extra_body={"seed": ...}): reproducible samples
               "stop": stops or None}
-    s = await compat.sample(B, target, prompt, 1, params)
+    s = await compat.sample(B, target, prompt, 1, params, "/anthropic messages")
     tokens, lps, reason = s.sequences[0]
     eos = set(target.info.eos_token_ids)
     raw = chat.completion_text(tok, tokens, eos, [])

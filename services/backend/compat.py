@@ -10,6 +10,8 @@ fair sampling rounds as ``/api/v1/asample`` and training traffic, the same sampl
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,12 +19,15 @@ import numpy as np
 from fastapi import Request
 from tinker.proto import tinker_public_pb2 as pb
 
+from services.common.text import reject_constant
+
 from . import checkpoints, wire
 from .errors import BadRequest, NotFound, TinkerError
 from .runtime_api import ModelInfo
 from .scheduler import SampleJob
 from .state import BackendState
 
+log = logging.getLogger("backend.compat")
 PREFIXES = ("/oai/", "/anthropic/")
 
 
@@ -34,6 +39,32 @@ def api_key(request: Request) -> str | None:
         return key
     auth = request.headers.get("authorization", "")
     return auth[7:].strip() if auth[:7].lower() == "bearer " else None
+
+
+def _without_nul(v: Any) -> Any:
+    if isinstance(v, str):
+        return v.replace("\x00", "")
+    if isinstance(v, dict):
+        return {k: _without_nul(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_without_nul(x) for x in v]
+    return v
+
+
+def body(raw: bytes) -> dict[str, Any]:
+    """A JSON object body, checked like every backend body (wire.parse_json: finite numbers, no lone
+    surrogates, bounded nesting) except that NUL characters are text here: an agent's terminal output
+    carries them into message contents, and the tokenizer encodes them like any other byte."""
+    try:
+        data = json.loads(raw or b"{}", parse_constant=reject_constant)
+    except RecursionError:
+        raise BadRequest("request body is nested too deeply") from None
+    except ValueError as e:
+        raise BadRequest(f"request body is not valid JSON: {str(e)[:200]}") from e
+    wire.check_text(_without_nul(data))
+    if not isinstance(data, dict):
+        raise BadRequest("request body must be a JSON object")
+    return data
 
 
 class ServerError(TinkerError):
@@ -89,12 +120,15 @@ class Sampled:
     stop_strings: list[str]
 
 
-async def sample(B: BackendState, t: Target, prompt: list[int], n: int, params: dict[str, Any]) -> Sampled:
+async def sample(B: BackendState, t: Target, prompt: list[int], n: int, params: dict[str, Any],
+                 route: str = "") -> Sampled:
     """``n`` samples of ``prompt``: checked by wire.sample_spec like an asample body, run as a SampleJob."""
     body = {"prompt": {"chunks": [{"type": "encoded_text", "tokens": prompt}]}, "num_samples": n,
             "sampling_params": params}
     spec = wire.sample_spec(body, t.info, B.default_max_tokens, B.limits)
     rid = B.new_future("sample")
+    log.info("%s model=%s: %d prompt tokens, n=%d, max_tokens=%d (request %s)", route, t.name, len(prompt), n,
+             spec.max_tokens, rid)
     B.submit(SampleJob(rid, (t.base, t.weights_key), spec))
     ev = B.events.get(rid)
     if ev is not None:

@@ -47,7 +47,7 @@ def _json(obj: Any, status: int = 200) -> Response:
 async def _guard(request: Request, handle: Callable[[BackendState, dict], Awaitable[Response]]) -> Response:
     """Parse the JSON body and turn the backend's errors into OpenAI's error shape."""
     try:
-        body = wire.json_object(await request.body())
+        body = compat.body(await request.body())
         return await handle(request.app.state.backend, body)
     except TinkerError as e:
         status = e.status_code if e.status_code in (400, 401, 404, 413, 500) else 400
@@ -130,7 +130,7 @@ async def _chat(B: BackendState, body: dict) -> Response:
     n, params = _params(body)
     tok = chat.tokenizer(target.path)
     prompt = chat.render(tok, messages, tools)
-    s = await compat.sample(B, target, prompt, n, params)
+    s = await compat.sample(B, target, prompt, n, params, "/oai chat/completions")
     eos = set(target.info.eos_token_ids)
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     choices = []
@@ -195,7 +195,7 @@ async def _complete(B: BackendState, body: dict) -> Response:
     n, params = _params(body)
     tok = chat.tokenizer(target.path)
     prompt = _prompt_tokens(tok, body.get("prompt"))
-    s = await compat.sample(B, target, prompt, n, params)
+    s = await compat.sample(B, target, prompt, n, params, "/oai completions")
     eos = set(target.info.eos_token_ids)
     cid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
     choices = []

@@ -87,6 +87,10 @@ def test_chat_with_base_model_uses_its_chat_template(backend, oai, tok):
     assert r.usage.prompt_tokens == len(d["prompt_token_ids"]) and r.usage.completion_tokens == 12
     again = oai.chat.completions.create(model=backend.model, messages=msgs, max_tokens=6, seed=3, n=2, stop=[])
     assert [c["token_ids"] for c in again.model_dump()["choices"]] == [c["token_ids"] for c in d["choices"]]
+    # NUL characters are text here (terminal output in an agent's tool results)
+    nul = oai.chat.completions.create(model=backend.model, messages=[{"role": "user", "content": "a\x00b"}],
+                                      max_tokens=2)
+    assert nul.usage.prompt_tokens == len(_template(tok, [{"role": "user", "content": "a\x00b"}]))
     # /completions: a plain prompt, no template
     c = oai.completions.create(model=backend.model, prompt="def add(a, b):", max_tokens=5, seed=1, logprobs=0)
     cd = c.model_dump()
