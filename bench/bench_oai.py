@@ -14,6 +14,7 @@ difference; target: ≤ 5 ms per request.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -115,7 +116,6 @@ def own_work(b: BackendProc, n_tok: int, chat_times: list[float]) -> None:
     """The endpoint's own CPU work per request, without sampling and HTTP (the wall-clock differences
     above also hold machine noise): the chat template + tokenizer, decoding and parsing the answer,
     the JSON body with its logprobs."""
-    import json
     tok = chat.tokenizer(str(b.model_path))
     answer = chat.render(tok, [{"role": "user", "content": "x" * 200}], None)[:n_tok]
     msgs = chat.normalize_messages(MSGS)

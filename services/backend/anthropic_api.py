@@ -103,7 +103,7 @@ def to_chat(body: dict) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | No
                 msg["tool_calls"] = calls
             msgs.append(msg)
     tools = body.get("tools")
-    otools = None
+    otools: list[dict[str, Any]] | None = None
     if tools:
         if not isinstance(tools, list):
             raise BadRequest("tools must be a list")
@@ -173,12 +173,12 @@ async def _messages(B: BackendState, body: dict) -> Response:
     stop_reason = ("tool_use" if reply.tool_calls else "stop_sequence" if hit else
                    "max_tokens" if reason == "length" else "end_turn")
     usage = {"input_tokens": len(prompt), "output_tokens": len(tokens)}
-    msg = {"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant", "model": target.name,
+    msg: dict[str, Any] = {"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant", "model": target.name,
            "content": blocks, "stop_reason": stop_reason, "stop_sequence": hit[1] if hit else None, "usage": usage,
            "prompt_token_ids": prompt, "token_ids": tokens, "token_logprobs": lps}
     if not body.get("stream"):
         return _json(msg)
-    events = [("message_start", {"type": "message_start", "message": {
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": {
         **{k: v for k, v in msg.items() if k not in ("token_ids", "token_logprobs")},
         "content": [], "stop_reason": None, "stop_sequence": None,
         "usage": {"input_tokens": len(prompt), "output_tokens": 0}}})]

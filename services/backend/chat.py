@@ -108,8 +108,8 @@ def check_tools(tools: Any) -> list[dict[str, Any]] | None:
     if not isinstance(tools, list):
         raise BadRequest("tools must be a list")
     for i, t in enumerate(tools):
-        if not isinstance(t, dict) or t.get("type", "function") != "function" or not isinstance(t.get("function"), dict) \
-                or not isinstance(t["function"].get("name"), str):
+        fn = t.get("function") if isinstance(t, dict) else None
+        if not isinstance(fn, dict) or t.get("type", "function") != "function" or not isinstance(fn.get("name"), str):
             raise BadRequest(f"tools[{i}] must be {{'type': 'function', 'function': {{'name', 'description', "
                              "'parameters'}}}}")
     return tools

@@ -133,7 +133,7 @@ async def _chat(B: BackendState, body: dict) -> Response:
     s = await compat.sample(B, target, prompt, n, params, "/oai chat/completions")
     eos = set(target.info.eos_token_ids)
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-    choices = []
+    choices: list[dict[str, Any]] = []
     for i, (tokens, lps, reason) in enumerate(s.sequences):
         reply = chat.parse_reply(chat.completion_text(tok, tokens, eos, s.stop_strings))
         msg: dict[str, Any] = {"role": "assistant", "content": reply.content}
@@ -198,7 +198,7 @@ async def _complete(B: BackendState, body: dict) -> Response:
     s = await compat.sample(B, target, prompt, n, params, "/oai completions")
     eos = set(target.info.eos_token_ids)
     cid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
-    choices = []
+    choices: list[dict[str, Any]] = []
     for i, (tokens, lps, reason) in enumerate(s.sequences):
         text = chat.completion_text(tok, tokens, eos, s.stop_strings)
         logprobs = None
