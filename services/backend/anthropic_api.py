@@ -173,9 +173,10 @@ async def _messages(B: BackendState, body: dict) -> Response:
     stop_reason = ("tool_use" if reply.tool_calls else "stop_sequence" if hit else
                    "max_tokens" if reason == "length" else "end_turn")
     usage = {"input_tokens": len(prompt), "output_tokens": len(tokens)}
-    msg: dict[str, Any] = {"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant", "model": target.name,
-           "content": blocks, "stop_reason": stop_reason, "stop_sequence": hit[1] if hit else None, "usage": usage,
-           "prompt_token_ids": prompt, "token_ids": tokens, "token_logprobs": lps}
+    msg: dict[str, Any] = {
+        "id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant", "model": target.name,
+        "content": blocks, "stop_reason": stop_reason, "stop_sequence": hit[1] if hit else None, "usage": usage,
+        "prompt_token_ids": prompt, "token_ids": tokens, "token_logprobs": lps}
     if not body.get("stream"):
         return _json(msg)
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": {
