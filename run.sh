@@ -9,6 +9,7 @@
 #                                     without --preset: the seed's meaning, e.g. ppo = one rollout + one update
 #                                     of the configured task (docs/seed-mapping.md)
 #   bash run.sh export CHECKPOINT --out DIR [--adapter]   a checkpoint -> Hugging Face model dir (or PEFT adapter)
+#   bash run.sh eval MODEL [--tasks DIR]   Harbor's runner + terminus-2 through the backend's /oai on a checkpoint
 #
 # Training/rollout modes create runs/<mode>-<timestamp>/ (printed at start), start the backend and
 # sandbox manager if they are not running, and stop what they started, also on Ctrl-C.
@@ -65,6 +66,10 @@ case "$mode" in
   export)
     [[ -x .venv-runtime/bin/python ]] || { echo "run.sh: run 'bash setup.sh runtime' first" >&2; exit 1; }
     exec .venv-runtime/bin/python -m services.backend.export "$@" ;;
-  -h|--help|help|"") sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$mode" ]] ;;
-  *) echo "run.sh: unknown mode '$mode' (quickstart | test | lint | rollout | sft | grpo | ppo | ppo-kl | export)" >&2; exit 2 ;;
+  eval)
+    need_control
+    [[ -f "${LTS_CONFIG_DIR:-config}/runtime.yaml" ]] || .venv-control/bin/python configure.py
+    exec .venv-control/bin/python -m cookbook.harbor_eval "$@" ;;
+  -h|--help|help|"") sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$mode" ]] ;;
+  *) echo "run.sh: unknown mode '$mode' (quickstart | test | lint | rollout | sft | grpo | ppo | ppo-kl | export | eval)" >&2; exit 2 ;;
 esac

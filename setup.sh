@@ -212,7 +212,7 @@ setup_system() {
 # with `bash setup.sh docker-stop`), then builds the base image lts/base:bookworm offline from the
 # Debian mirror apt is configured with (debootstrap + docker import). Skips whatever already exists.
 DOCKER_BASE_IMAGE="${LTS_DOCKER_BASE_IMAGE:-lts/base:bookworm}"
-DOCKER_BASE_PACKAGES="python3,python3-pytest,git,patch,procps"
+DOCKER_BASE_PACKAGES="python3,python3-pytest,git,patch,procps,tmux"  # tmux: Harbor's terminus-2 agent (run.sh eval)
 DOCKERD_PIDFILE="$ROOT/state/docker/dockerd.pid"
 
 debian_mirror() {  # the first non-security Debian URI apt uses (LTS_DEBIAN_MIRROR overrides)

@@ -20,7 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from services.common.boundary import ErrorBoundary
 from services.common.limits import BodySizeLimit
 
-from . import external_routes, lifecycle, routes, tenants
+from . import anthropic_api, compat, external_routes, lifecycle, oai, routes, tenants
 from .errors import TinkerError
 from .routes import json_response
 from .state import BackendState
@@ -37,10 +37,14 @@ def create_app(state: BackendState) -> FastAPI:
     @app.middleware("http")
     async def auth(request: Request, call_next):
         caller: tenants.Caller | None = tenants.ADMIN
-        if state.tenants.keys and request.url.path.startswith("/api/") and request.url.path != "/api/v1/healthz":
-            caller = state.tenants.caller(request.headers.get("x-api-key"))
+        path = request.url.path
+        if state.tenants.keys and path.startswith(("/api/", *compat.PREFIXES)) and path != "/api/v1/healthz":
+            caller = state.tenants.caller(compat.api_key(request))   # X-API-Key, or Authorization: Bearer
         if caller is None:
-            return json_response({"detail": "invalid or missing API key (send it in the X-API-Key header)"}, 401)
+            msg = "invalid or missing API key (send it in the X-API-Key header or as Authorization: Bearer)"
+            if path.startswith(compat.PREFIXES):
+                return json_response((oai if path.startswith("/oai/") else anthropic_api).error_body(msg, 401), 401)
+            return json_response({"detail": msg}, 401)
         token = tenants.current.set(caller)
         try:
             return await call_next(request)
@@ -67,4 +71,6 @@ def create_app(state: BackendState) -> FastAPI:
     # exports, download URLs, TTLs and clean 400s for unserved SDK routes first (/sessions/search is no session id)
     app.include_router(external_routes.router)
     app.include_router(routes.router)
+    app.include_router(oai.router)            # /oai/api/v1: OpenAI-compatible (chat) completions
+    app.include_router(anthropic_api.router)  # /anthropic/api/v1: Anthropic-compatible messages
     return app

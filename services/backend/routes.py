@@ -254,6 +254,10 @@ async def load_weights(request: Request, B: Api):
         dup = B.dedupe(req.model_id, req.seq_id, raw)
         if dup:
             return {"request_id": dup, "model_id": req.model_id}
+        if B.store.model_used(req.model_id):  # the service's rule: a load is a model's first request only
+            raise BadRequest(f"LoadWeights is not permitted with seq_id {req.seq_id}: model {req.model_id} has "
+                             "already trained or saved; load into a new training client "
+                             "(create_training_client_from_state[_with_optimizer])")
         rid = B.new_future("load_weights", req.model_id, req.seq_id, raw)
         B.submit(LoadWeightsJob(rid, req.model_id, req.seq_id, req.path, ck, req.with_optimizer, None))
         return {"request_id": rid, "model_id": req.model_id}

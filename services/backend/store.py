@@ -100,6 +100,12 @@ class Store:
         found = [self.model(r["model_id"]) for r in rows]  # a model deleted meanwhile is left out
         return [m for m in found if m is not None], count["n"] if count else 0
 
+    def model_used(self, model_id: str) -> bool:
+        """Whether the model has had a request since it was created (touch_model: forward, forward_backward,
+        optim_step, save_weights*)."""
+        row = self._one("SELECT last_request > created AS used FROM models WHERE model_id=?", (model_id,))
+        return bool(row and row["used"])
+
     def touch_model(self, model_id: str) -> None:
         self._exec("UPDATE models SET last_request=? WHERE model_id=?", (time.time(), model_id))
 
