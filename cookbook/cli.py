@@ -49,7 +49,8 @@ async def rollout_main(cfg: RolloutConfig, run_dir: Path) -> int:
     c = cfg.common
     ep = endpoints(need_sandbox=c.sandbox == "manager")
     tasks = load_tasks(c.dataset, c.split, c.task_id)
-    ctx = await make_context(ep, tasks, c.sandbox, c.preset, c.rollout_concurrency, c.seed, agent=cfg.agent)
+    ctx = await make_context(ep, tasks, c.sandbox, c.preset, c.rollout_concurrency, c.seed, agent=cfg.agent,
+                             agent_network=c.agent_network)
     sc = tinker.ServiceClient(base_url=ep.backend_url, api_key=ep.api_key)
     if cfg.model_path:
         sampler = await sc.create_sampling_client(model_path=cfg.model_path)

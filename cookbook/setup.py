@@ -90,7 +90,8 @@ def sandbox_factory(ep: Endpoints, kind: str):
         if loop not in clients:
             clients[loop] = SandboxManagerClient(ep.sandbox_url, ep.sandbox_key, flavor=ep.sandbox_flavor)
         if isinstance(base, ImageRef):   # docker backend: the task's scrubbed image
-            return await clients[loop].create(image=str(base), limits=base.limits, binds=binds)
+            return await clients[loop].create(image=str(base), limits=base.limits, binds=binds,
+                                              network=base.network)
         if ep.sandbox_flavor == "rock":   # the base dir is uploaded into a container of sandbox.image
             return await clients[loop].create(base_dir=str(base), image=rock.get("image"),
                                               limits=rock.get("default_limits"), binds=binds)
@@ -221,7 +222,7 @@ class RunContext:
 
 
 async def make_context(ep: Endpoints, tasks: list[Task], sandbox: str, preset: str | None, concurrency: int, seed: int,
-                       reward_cache: bool = False, agent: str = "builtin") -> RunContext:
+                       reward_cache: bool = False, agent: str = "builtin", agent_network: str = "none") -> RunContext:
     """``agent``: builtin (cookbook.agent.SWEAgent) or mini-swe-agent (unmodified, in the sandbox, through
     the in-process ModelService: cookbook/modelservice/agent_runner.py)."""
     tok = AutoTokenizer.from_pretrained(ep.tokenizer_path)
@@ -240,5 +241,5 @@ async def make_context(ep: Endpoints, tasks: list[Task], sandbox: str, preset: s
     elif agent != "builtin":
         raise SystemExit(f"unknown agent {agent!r} (builtin | mini-swe-agent)")
     ro = Rollouts(sandbox_factory(ep, sandbox), bases, tok, acfg, concurrency=concurrency, reward_cache=reward_cache,
-                  grading=grading, black_box=black_box)
+                  grading=grading, black_box=black_box, agent_network=agent_network)
     return RunContext(ep, tasks, bases, tok, ro, acfg, random.Random(seed))

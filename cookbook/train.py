@@ -63,7 +63,7 @@ async def _run(cfg: AnyTrain, run_dir: Path) -> int:
     if c.preset and not c.task_id and PRESETS[c.preset].max_tasks:
         tasks = tasks[: PRESETS[c.preset].max_tasks]
     ctx = await make_context(ep, tasks, c.sandbox, c.preset, c.rollout_concurrency, c.seed, t.reward_cache,
-                             agent=getattr(cfg, "agent", "builtin"))
+                             agent=getattr(cfg, "agent", "builtin"), agent_network=c.agent_network)
     sc = tinker.ServiceClient(base_url=ep.backend_url, api_key=ep.api_key)
     name = c.name or cfg.MODE
     rec = RunRecorder(run_dir, name, cfg.MODE, ep.model, flat(cfg))
