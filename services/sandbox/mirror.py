@@ -46,6 +46,8 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
+from services.common.paths import STATE_DIR
+
 log = logging.getLogger(__name__)
 
 PORT = 3128
@@ -100,6 +102,12 @@ while True:
     conn, _ = srv.accept()
     threading.Thread(target=handle, args=(conn,), daemon=True).start()
 ''' % MOUNT
+
+def default_dir() -> Path:
+    """The mirror's directory: ``$LTS_MIRROR_DIR``, else ``state/mirror`` (config ``docker.mirror.dir``
+    overrides it for the manager; task preparation writes the raw store under the same default)."""
+    return Path(os.environ.get("LTS_MIRROR_DIR") or STATE_DIR / "mirror")
+
 
 _SAFE = re.compile(r"^[A-Za-z0-9._+~@=-]+$")
 
@@ -207,7 +215,7 @@ class Mirror:
 
     def http(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient(timeout=self.timeout_s, follow_redirects=True)
+            self._http = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s, connect=10), follow_redirects=True)
         return self._http
 
     # --- sessions ---------------------------------------------------------------------------------
