@@ -53,6 +53,7 @@ from ..mirror import MOUNT as NET_MOUNT
 from ..mirror import PID1 as REGISTRY_PID1
 from ..mirror import SANDBOX_ENV as REGISTRY_ENV
 from ..mirror import Mirror
+from ..mirror import default_dir as default_mirror_dir
 from .base import ExecOutput, ExecRequest, SandboxBackend, SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class DockerBackend(SandboxBackend):
         self._workdirs: dict[str, str] = {}    # image -> workspace dir inside it
         self._storage_opt: bool | None = None  # does the engine cap a container's writable layer?
         # network="registry" sandboxes: the manager's mirror, one socket dir per sandbox under net_root
-        self.mirror = mirror or Mirror(STATE_DIR / "mirror")
+        self.mirror = mirror or Mirror(default_mirror_dir())
         self.net_root = Path(net_root or STATE_DIR / "sandboxes" / "net")
 
     @classmethod
@@ -105,7 +106,7 @@ class DockerBackend(SandboxBackend):
         state_dir = state_dir if state_dir.is_absolute() else REPO_ROOT / state_dir
         mcfg = dict(d.get("mirror") or {})
         mcfg["dir"] = str(resolve(mcfg["dir"])) if mcfg.get("dir") else None
-        mirror = Mirror.from_config(mcfg, STATE_DIR / "mirror")
+        mirror = Mirror.from_config(mcfg, default_mirror_dir())
         return cls(client, str(config.get("worker_name", "local")), d.get("default_image") or "lts/base:bookworm",
                    d.get("user"), d.get("workdir") or WORKSPACE, [str(resolve(p)) for p in sources or []],
                    [str(resolve(p)) for p in runtime or []], state_tag=state_tag(state_dir), mirror=mirror,
