@@ -148,7 +148,8 @@ def main() -> int:
             async def first_exec():
                 async with adm.client() as mc:
                     t = time.monotonic()
-                    sb = await manager_factory(mc)(ImageRef(ws["image"], ws["commit"], {"cpus": 1.0, "memory_mb": 1024}))
+                    ref = ImageRef(ws["image"], ws["commit"], {"cpus": 1.0, "memory_mb": 1024})
+                    sb = await manager_factory(mc)(ref)
                     t_create = time.monotonic() - t
                     r = await sb.run("git status --short | wc -l; git log --all --oneline | wc -l")
                     t_exec = time.monotonic() - t - t_create
@@ -177,9 +178,10 @@ def main() -> int:
                              ("second run (warm mirror cache)", None),
                              ("third run, upstream index unreachable (offline)", "http://127.0.0.1:9/simple")):
             mcfg = {"dir": str(mirror_dir), "raw_online": False, **({"index_url": index} if index else {})}
-            adm = DockerAdmin(tmp / f"admin-{len(label)}", f"bv{os.getpid()}", free_port(), docker={"mirror": mcfg}).start()
+            adm = DockerAdmin(tmp / f"admin-{len(label)}", f"bv{os.getpid()}", free_port(),
+                              docker={"mirror": mcfg}).start()
             try:
-                async def run_verifier():
+                async def run_verifier(adm: DockerAdmin = adm):
                     async with adm.client() as mc:
                         sb = await mc.create(image=vimg["image"], limits={"cpus": 2.0, "memory_mb": 2048},
                                              network="registry")

@@ -79,7 +79,8 @@ git update-ref refs/lts/base "$base"
 new=$(mktemp -d /.lts-scrub.XXXXXX)                 # same filesystem as $ws: the final mv is a rename
 git -C "$new" init -q
 git -C "$new" symbolic-ref HEAD refs/heads/main
-git -C "$new" -c fetch.unpackLimit=100000000 -c transfer.unpackLimit=100000000 fetch -q --no-tags --depth 1 --update-head-ok \
+git -C "$new" -c fetch.unpackLimit=100000000 -c transfer.unpackLimit=100000000 \
+    fetch -q --no-tags --depth 1 --update-head-ok \
     "file://$common" refs/lts/base:refs/heads/main
 if [ -f "$common/info/exclude" ]; then cp "$common/info/exclude" "$new/.git/info/exclude"; fi
 rm -rf .git "$old" "$common"                        # the full history, wherever it was kept

@@ -45,6 +45,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import httpx
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from services.common.paths import STATE_DIR
 
@@ -134,10 +138,6 @@ class CA:
     def ensure(self) -> None:
         if self.pem.exists() and (self.dir / "ca.key").exists():
             return
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import NameOID
         self.dir.mkdir(parents=True, exist_ok=True)
         key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"lts sandbox mirror CA {os.uname().nodename}")])
@@ -161,10 +161,6 @@ class CA:
     def context(self, host: str) -> ssl.SSLContext:
         if host in self._ctx:
             return self._ctx[host]
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
         self.ensure()
         ca_key = serialization.load_pem_private_key((self.dir / "ca.key").read_bytes(), None)
         ca_cert = x509.load_pem_x509_certificate(self.pem.read_bytes())

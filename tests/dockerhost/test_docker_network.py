@@ -106,7 +106,8 @@ def test_agent_sandbox_holds_the_base_only_and_no_network(prepared, big, net_adm
                 host = next(x for x in containers_of(docker_client, net_admin.worker)
                             if x.labels["lts.sandbox"] == sb.sandbox_id).attrs["HostConfig"]
                 assert host["NetworkMode"] == "none"
-                hist = await sb.run("pwd -P; git log --all --reflog --format=%H; git for-each-ref --format='%(refname)'; "
+                hist = await sb.run("pwd -P; git log --all --reflog --format=%H; "
+                                    "git for-each-ref --format='%(refname)'; "
                                     "git stash list | wc -l; git tag | wc -l; ls .git/objects/pack | wc -l; "
                                     "ls .git/objects/info; for f in ORIG_HEAD FETCH_HEAD packed-refs logs; do "
                                     "[ -e .git/$f ] && echo HAS $f; done; git status --porcelain | wc -l; "
