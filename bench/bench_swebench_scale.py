@@ -28,11 +28,9 @@ import argparse
 import asyncio
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,7 +42,7 @@ from services.sandbox.docker_images import SCRUB_SCRIPT, environment_image, scru
 from services.tasks.prepare import ImageRef  # noqa: E402
 from services.tasks.task import load_task  # noqa: E402
 from services.tasks.verifier import verify  # noqa: E402
-from tests.dockerhost.bigrepo import big_image, write_task  # noqa: E402
+from tests.dockerhost.bigrepo import big_image, uv_binary, write_parser_task, write_task  # noqa: E402
 from tests.dockerhost.conftest import DockerAdmin, free_port, manager_factory  # noqa: E402
 
 # the scrub before this change (SCRUB_VERSION 2): moves .git out of the workspace first
@@ -64,37 +62,6 @@ git reset -q
 git update-index -q --refresh >/dev/null || true
 rm -rf "$old" .git/logs .git/FETCH_HEAD .git/ORIG_HEAD .git/hooks/*
 """
-
-PARSER = """\
-# /// script
-# requires-python = ">=3.9"
-# dependencies = ["swebench==4.1.0", "datasets==2.16.1"]
-# ///
-import json
-import sys
-
-import datasets
-import swebench
-from swebench.harness.constants import FAIL_TO_PASS
-
-print("parser", swebench.__version__, datasets.__version__, FAIL_TO_PASS)
-json.dump({"swebench": swebench.__version__, "datasets": datasets.__version__}, open("/logs/verifier/report.json", "w"))
-sys.exit(0 if (swebench.__version__, datasets.__version__) == ("4.1.0", "2.16.1") else 1)
-"""
-
-
-def uv_binary(wheel: str | None, dest: Path) -> Path:
-    if not wheel:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "uv==0.7.13", "--no-deps", "--only-binary=:all:",
-                        "--platform", "manylinux_2_17_x86_64", "-d", str(dest)], check=True)
-        wheel = str(next(dest.glob("uv-*.whl")))
-    with zipfile.ZipFile(wheel) as z:
-        name = next(n for n in z.namelist() if n.endswith("/scripts/uv"))
-        out = dest / "uv"
-        out.write_bytes(z.read(name))
-    out.chmod(0o755)
-    return out
-
 
 def timed(fn, *a, **kw):
     t = time.monotonic()
@@ -163,13 +130,8 @@ def main() -> int:
         if a.skip_verifier:
             return 0
 
-        uv = uv_binary(a.uv_wheel, tmp)
-        vt = write_task(tmp / "vtask", info, name=f"bench__parser-{os.getpid()}", verifier_network="public",
-                        test_extra="uv run --quiet /tests/parser.py >> /logs/verifier/test-output.log 2>&1 || rc=1")
-        shutil.copy(uv, vt / "environment" / "uv")
-        (vt / "environment" / "Dockerfile").write_text(f"FROM {info['image']}\nCOPY uv /usr/local/bin/uv\n"
-                                                       "WORKDIR /testbed\nRUN mkdir -p /logs\n")
-        (vt / "tests" / "parser.py").write_text(PARSER)
+        uv = uv_binary(tmp, a.uv_wheel)
+        vt = write_parser_task(tmp / "vtask", info, uv, name=f"bench__parser-{os.getpid()}")
         vtask = load_task(vt)
         vimg = task_image(client, vtask, tmp / "raw")
         made += [vimg["env_image"], vimg["image"]]

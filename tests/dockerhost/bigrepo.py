@@ -26,8 +26,10 @@ import hashlib
 import json
 import random
 import subprocess
+import sys
 import tempfile
 import textwrap
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -259,3 +261,51 @@ def remove_images(client: Any) -> None:
     for img in client.images.list(filters={"label": "lts.test=bigrepo"}):
         for t in img.tags:
             client.images.remove(t, force=True)
+
+
+# a SWE-bench-style parser's dependency contract (PEP 723, as Harbor's adapter writes it); it checks
+# the versions uv resolved and writes report.json
+PARSER = """\
+# /// script
+# requires-python = ">=3.9"
+# dependencies = ["swebench==4.1.0", "datasets==2.16.1"]
+# ///
+import json
+import sys
+
+import datasets
+import swebench
+from swebench.harness.constants import FAIL_TO_PASS
+
+print("parser", swebench.__version__, datasets.__version__, FAIL_TO_PASS)
+json.dump({"swebench": swebench.__version__, "datasets": datasets.__version__}, open("/logs/verifier/report.json", "w"))
+sys.exit(0 if (swebench.__version__, datasets.__version__) == ("4.1.0", "2.16.1") else 1)
+"""
+UV_VERSION = "0.7.13"   # the version the published Dockerfiles install
+
+
+def uv_binary(dest: Path, wheel: str | None = None) -> Path:
+    """The ``uv`` binary from its PyPI wheel (``pip download`` on the host unless ``wheel`` is given)."""
+    if not wheel:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", f"uv=={UV_VERSION}", "--no-deps",
+                        "--only-binary=:all:", "--platform", "manylinux_2_17_x86_64", "-d", str(dest)], check=True)
+        wheel = str(next(dest.glob("uv-*.whl")))
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if n.endswith("/scripts/uv"))
+        out = dest / "uv"
+        out.write_bytes(z.read(name))
+    out.chmod(0o755)
+    return out
+
+
+def write_parser_task(dest: Path, info: dict[str, Any], uv: Path, name: str = "bigrepo__calc-parser") -> Path:
+    """The fixture task with ``[verifier] network_mode = "public"`` whose test.sh also needs
+    ``uv run /tests/parser.py`` (swebench + datasets) to succeed; uv copied into its image."""
+    write_task(dest, info, name=name, verifier_network="public",
+               test_extra="uv run --quiet /tests/parser.py >> /logs/verifier/test-output.log 2>&1 || rc=1")
+    (dest / "environment" / "uv").write_bytes(uv.read_bytes())
+    (dest / "environment" / "uv").chmod(0o755)
+    (dest / "environment" / "Dockerfile").write_text(f"FROM {info['image']}\nCOPY uv /usr/local/bin/uv\n"
+                                                     "WORKDIR /testbed\nRUN mkdir -p /logs\n")
+    (dest / "tests" / "parser.py").write_text(PARSER)
+    return dest

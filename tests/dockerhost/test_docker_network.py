@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from services.sandbox.docker_images import task_image
 from services.tasks.cleangrade import grade_patch
 from services.tasks.prepare import base_of, prepare_tasks
 from services.tasks.task import load_task
+from services.tasks.verifier import verify
 
-from .bigrepo import big_image, write_task
+from .bigrepo import big_image, uv_binary, write_parser_task, write_task
 from .conftest import DockerAdmin, containers_of, free_port, manager_factory
 
 RAW = "raw.githubusercontent.com"
@@ -178,3 +180,36 @@ def test_withheld_upstream_file_is_an_infra_failure(prepared, big, net_admin):
         stored.write_bytes(b"pytest\n")
     assert res.infra and res.error == "VerifierInfraError", res
     assert f"{RAW}/lts/calc/{big['setup']}/requirements-dev.txt" in res.reason
+
+
+def test_parser_resolves_its_packages_through_the_mirror_then_offline(big, net_admin, docker_client, tmp_path):
+    """``uv run parser.py`` (PEP 723: swebench==4.1.0, datasets==2.16.1) in the verifier's registry
+    sandbox: resolved through the mirror from the host's index, then again with the mirror's upstream
+    index unreachable (its cache only): gold 1 both times."""
+    task = load_task(write_parser_task(tmp_path / "parser", big, uv_binary(tmp_path)))
+    img = task_image(docker_client, task, net_admin.dir / "mirror" / "raw")
+    gold = (task.solution_dir / "solve.sh").read_text().split("\n", 2)[2]
+    offline = DockerAdmin(tmp_path / "offline", f"do{os.getpid()}", free_port(),
+                          docker={"mirror": {"dir": str(net_admin.dir / "mirror"), "raw_online": False,
+                                             "index_url": "http://127.0.0.1:9/simple"}})
+
+    async def grade(adm):
+        async with adm.client() as c:
+            sb = await c.create(image=img["image"], limits={"cpus": 2.0, "memory_mb": 2048}, network="registry")
+            try:
+                assert (await sb.run(gold, timeout=60, cwd="/testbed")).exit_code == 0
+                return await verify(sb, task, timeout=900)
+            finally:
+                await sb.close()
+    try:
+        first = asyncio.run(grade(net_admin))
+        assert (first.reward, first.error) == (1.0, None), first
+        assert first.report == {"swebench": "4.1.0", "datasets": "2.16.1"}
+        offline.start()
+        second = asyncio.run(grade(offline))
+        assert (second.reward, second.error) == (1.0, None), second
+    finally:
+        assert offline.stop() == 0
+        assert containers_of(docker_client, offline.worker) == []
+        for tag in (img["image"], img["env_image"]):
+            docker_client.images.remove(tag, force=True)
