@@ -220,9 +220,13 @@ def _export_upstream(container: Any, workdir: str, repo: str, commits: list[str]
     git = ["git", "-c", "safe.directory=*", "-C", workdir]
     out: dict[str, int] = {}
     for commit in commits:
+        marker = raw_dir / repo / commit / ".lts-exported"
         rc, listing = container.exec_run([*git, "ls-tree", "-r", "-z", "-l", commit], user="0:0")
-        if rc != 0:
-            continue   # not in this image's history: an online host records it on first use
+        if rc != 0:   # not in this image's history: an online host records its files on first use
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(json.dumps({"not_in_history": True}))
+            out[commit] = 0
+            continue
         paths = []
         for rec in listing.split(b"\0"):
             meta, _, path = rec.partition(b"\t")
@@ -240,7 +244,6 @@ def _export_upstream(container: Any, workdir: str, repo: str, commits: list[str]
                         if f is not None:
                             files[m.name] = f.read()
         store_raw(raw_dir, repo, commit, files)
-        marker = raw_dir / repo / commit / ".lts-exported"
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(json.dumps(sorted(files)))
         out[commit] = len(files)
