@@ -40,6 +40,9 @@ class Common:
     sandbox_backend: str | None = flag("the sandbox manager's backend (default: config/harbor.yaml sandbox.backend, "
                                        "else local); docker runs public Harbor tasks (repo inside their image) in "
                                        "containers", choices=["local", "docker"])
+    agent_network: str = flag("the agent sandbox's network: none (default: none during RL, whatever task.toml "
+                              "says; the override is logged) or task (follow [agent] network_mode; docker "
+                              "backend; docs/sandbox.md \"Network per phase\")", "none", choices=["none", "task"])
     preset: str | None = flag("settings for the embedded tiny default (cookbook/presets.py)", choices=sorted(PRESETS))
     seed: int = flag("seed of the run's rng and sampling streams (default 0)", 0)
     temperature: float = flag("sampling temperature (default 1.0)", 1.0)

@@ -46,12 +46,14 @@ async def context_of(ep: Endpoints, c: Common, *, training: bool, reward_cache: 
         tasks = tasks[: PRESETS[c.preset].max_tasks]
     heldout = load_tasks(c.dataset, heldout_split) if heldout_split else []
     return await make_context(ep, tasks, c.sandbox, c.preset, c.rollout_concurrency, c.seed, reward_cache,
-                              agent=agent, budgets=budget_flags(c.max_turns, c.max_tokens), heldout=heldout)
+                              agent=agent, budgets=budget_flags(c.max_turns, c.max_tokens), heldout=heldout,
+                              agent_network=c.agent_network)
 
 
 async def make_context(ep: Endpoints, tasks: list[Task], sandbox: str, preset: str | None, concurrency: int, seed: int,
                        reward_cache: bool = False, agent: str = "builtin",
-                       budgets: dict[str, Any] | None = None, heldout: list[Task] | None = None) -> RunContext:
+                       budgets: dict[str, Any] | None = None, heldout: list[Task] | None = None,
+                       agent_network: str = "none") -> RunContext:
     """``agent``: builtin (cookbook.agent.SWEAgent) or mini-swe-agent (unmodified, in the sandbox, through
     the in-process ModelService: cookbook/modelservice/agent_runner.py)."""
     tok = AutoTokenizer.from_pretrained(ep.tokenizer_path)
@@ -70,5 +72,5 @@ async def make_context(ep: Endpoints, tasks: list[Task], sandbox: str, preset: s
     elif agent != "builtin":
         raise SystemExit(f"unknown agent {agent!r} (builtin | mini-swe-agent)")
     ro = Rollouts(sandbox_factory(ep, sandbox), bases, tok, acfg, concurrency=concurrency, reward_cache=reward_cache,
-                  grading=grading, black_box=black_box)
+                  grading=grading, black_box=black_box, agent_network=agent_network)
     return RunContext(ep, tasks, bases, tok, ro, acfg, random.Random(seed), list(heldout or []))

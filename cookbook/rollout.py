@@ -25,6 +25,7 @@ from services.common.config import load_config
 from services.common.sandbox_api import Sandbox
 from services.tasks.cleangrade import base_commit, extract_patch, grade_patch, patch_flags, with_flags
 from services.tasks.hacks import grading_policy
+from services.tasks.network import agent_network, with_network
 from services.tasks.prepare import ImageRef
 from services.tasks.task import Task
 from services.tasks.verifier import VerifyResult, verify
@@ -129,14 +130,18 @@ class _WriteLog:
 class Rollouts:
     def __init__(self, factory: SandboxFactory, bases: dict[str, Path], tokenizer, agent_cfg: AgentConfig,
                  concurrency: int = 16, max_retries: int = 2, verifier_timeout: float | None = None,
-                 reward_cache: bool = False, grading: str = "clean", black_box: Any = None):
+                 reward_cache: bool = False, grading: str = "clean", black_box: Any = None,
+                 agent_network: str = "none"):
         """``black_box``: an agent kind run inside the sandbox instead of the builtin SWEAgent (e.g.
         ``cookbook.modelservice.agent_runner.MiniSweAgent``): ``binds()`` for the sandbox and
-        ``run(task, sandbox, policy) -> Trajectory``; its policy's model calls go through the ModelService."""
+        ``run(task, sandbox, policy) -> Trajectory``; its policy's model calls go through the ModelService.
+        ``agent_network``: ``none`` (default: no network during RL, whatever the task says) or
+        ``task`` (follow ``[agent] network_mode``); services.tasks.network."""
         if grading not in ("clean", "in-place"):
             raise ValueError(f"grading must be 'clean' or 'in-place', got {grading!r}")
         self.grading = grading
         self.black_box = black_box
+        self.agent_network = agent_network
         self.factory = factory
         self.bases = bases
         self.tok = tokenizer
@@ -237,7 +242,7 @@ class Rollouts:
                 t0 = time.time()
                 sb = None
                 try:
-                    base = self.bases[task.name]
+                    base = with_network(self.bases[task.name], agent_network(task, self.agent_network))
                     if self.black_box is not None:
                         sb = await self.factory(base, binds=self.black_box.binds())
                         ts = time.time()
@@ -258,6 +263,13 @@ class Rollouts:
                         traj.masked = self.cfg.budgets.mask_overflow
                     tv = time.time()
                     res, cached = await self._verify(sb, task)
+                    if res.infra:   # the verifier could not reach what it needed: never a reward
+                        if attempt < self.max_retries:
+                            failures.retries += 1
+                            log.warning("rollout of %s: verifier infrastructure failure (%s); retrying", task.name,
+                                        res.reason)
+                            continue
+                        raise RuntimeError(res.reason)
                     traj.timings["verifier_s"] = time.time() - tv
                     traj.reward = res.reward
                     traj.verifier = {**res.to_dict(), "cached": cached}

@@ -32,7 +32,8 @@ def sandbox_factory(ep: Endpoints, kind: str):
         if loop not in clients:
             clients[loop] = SandboxManagerClient(ep.sandbox_url, ep.sandbox_key, flavor=ep.sandbox_flavor)
         if isinstance(base, ImageRef):   # docker backend: the task's scrubbed image
-            return await clients[loop].create(image=str(base), limits=base.limits, binds=binds)
+            return await clients[loop].create(image=str(base), limits=base.limits, binds=binds,
+                                              network=base.network)
         if ep.sandbox_flavor == "rock":   # the base dir is uploaded into a container of sandbox.image
             return await clients[loop].create(base_dir=str(base), image=rock.get("image"),
                                               limits=rock.get("default_limits"), binds=binds)

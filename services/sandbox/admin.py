@@ -78,6 +78,7 @@ class StartRequest(_Req):
     ttl_s: float | None = None
     env: dict[str, str] | None = None
     binds: list[dict[str, str]] | None = None   # [{"source", "target"}], read-only (local backend)
+    network: str | None = None              # none (default) | registry | public (docker backend)
 
 
 class SandboxIdBody(_Req):
@@ -189,6 +190,7 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
         h = request.headers
         rec = await manager.create(image=req.image, base_dir=req.base_dir, limits=limits, lease_s=lease,
                                    ttl_s=req.ttl_s, sandbox_id=req.sandbox_id, env=req.env, binds=req.binds,
+                                   network=req.network,
                                    tags={"user_id": h.get("x-user-id"), "experiment_id": h.get("x-experiment-id"),
                                          "namespace": h.get("x-namespace")})
         return ok({"sandbox_id": rec.sandbox_id, "host_name": rec.info.get("host_name"),

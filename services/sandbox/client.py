@@ -93,19 +93,25 @@ class SandboxManagerClient:
 
     async def create(self, base_dir: str | os.PathLike | None = None, *, image: str | None = None,
                      limits: dict[str, Any] | None = None, ttl_s: float | None = None, lease_s: float | None = None,
-                     env: dict[str, str] | None = None, binds: list[dict[str, str]] | None = None) -> "RemoteSandbox":
+                     env: dict[str, str] | None = None, binds: list[dict[str, str]] | None = None,
+                     network: str | None = None) -> "RemoteSandbox":
         """A new sandbox whose /workspace is a copy-on-write view of ``base_dir``. ``binds``:
         host paths bound read-only, ``[{"source": host path, "target": "/run/..."}]`` (local
-        backend; sources under the admin's ``local.bind_sources``)."""
+        backend; sources under the admin's ``local.bind_sources``). ``network``: ``none`` (default),
+        ``registry`` (only the manager's package/upstream-file mirror) or ``public`` (docker backend)."""
         body: dict[str, Any] = {"image": image or "local"}
         if self.flavor == "local":
             body.update(base_dir=os.fspath(base_dir) if base_dir else None, limits=limits, ttl_s=ttl_s,
                         lease_s=lease_s, env=env)
             if binds:
                 body["binds"] = binds
+            if network and network != "none":
+                body["network"] = network
         else:
             if binds:
                 raise BadRequest("binds are not available with a ROCK admin")
+            if network and network != "none":
+                raise BadRequest("network modes other than none are not available with a ROCK admin")
             lim = limits or {}
             if "memory_mb" in lim:
                 body["memory"] = f"{lim['memory_mb']}m"

@@ -9,7 +9,10 @@
    so an unchanged context is never rebuilt.
 2. **Scrubbed workspace image** ``lts-ws/<task>:<hash>``: one throw-away container of the
    environment image replaces the repository's ``.git`` in the workspace (the image's WORKDIR,
-   ``/testbed`` for SWE-bench images, or ``[environment].workdir``) by a depth-1 copy of its HEAD:
+   ``/testbed`` for SWE-bench images, or ``[environment].workdir``; a ``.git`` file's git dir, the
+   object stores of its ``alternates`` are removed too) by a depth-1 fetch of its HEAD into a fresh
+   repository made on the container's own layer and renamed into place (nothing of the old pack is
+   copied or rewritten: 4 s for a 163 MB / 20k-commit history, bench/bench_swebench_scale.py):
    exactly one commit, the base, **with its original id** (so a SWE-bench ``test.sh`` that runs
    ``git checkout <base_commit> -- <test files>`` still works), loose objects of that commit only,
    one ref ``refs/heads/main``, no reflog, no packs, no remotes, no tags. The working tree is not
@@ -17,6 +20,15 @@
    committed; sandboxes and the verifier start from it, so both see the same tree, and the future
    commits that SWE-bench images carry (``git log --all`` shows the fix) are gone before the agent's
    first command.
+
+Before the scrub, the upstream files a SWE-bench verifier fetches at grading time
+(``raw.githubusercontent.com/<repo>/<commit>/<path>``: swebench's ``make_test_spec`` reads the
+requirements / environment files of the record's ``environment_setup_commit``, usually a commit
+*after* the base) are exported from the image's own full history into the mirror's raw store
+(services.sandbox.mirror, ``<mirror dir>/raw/<repo>/<commit>/``): requirement, environment and
+packaging files of ``environment_setup_commit`` and ``base_commit`` of ``tests/config.json``, when
+the history holds them. That is how an offline host serves them; a host that reaches GitHub
+records them on first use instead.
 
 Errors name the task: :class:`ImageBuildError` carries the tail of the build log (and the failing
 ``Step``). With ``LTS_OFFLINE_BUILD=1`` the Dockerfile's uv installer line is substituted from the
@@ -26,7 +38,11 @@ uv wheel (services/sandbox/offline_build.py; tag suffix ``-offline``, label ``lt
 from __future__ import annotations
 
 import hashlib
+import io
+import json
+import logging
 import re
+import tarfile
 import tempfile
 import threading
 from pathlib import Path
@@ -38,13 +54,17 @@ from docker.errors import BuildError, ImageNotFound
 from services.common.paths import REPO_ROOT
 
 from . import offline_build
+from .mirror import default_dir as default_mirror_dir
+from .mirror import store_raw
+
+log = logging.getLogger(__name__)
 
 OFFLINE_CACHE = REPO_ROOT / "sandbox-preparation" / "offline-build"   # uv wheels for offline builds
 OFFLINE_LABEL = offline_build.LABEL
 OFFLINE_ENV_FLAG = offline_build.ENV_FLAG
 
 WORKSPACE = "/workspace"
-SCRUB_VERSION = "2"   # bump when SCRUB_SCRIPT changes: every scrubbed image is rebuilt
+SCRUB_VERSION = "3"   # bump when SCRUB_SCRIPT changes: every scrubbed image is rebuilt
 
 # $1 = workspace dir. Prints "base=<sha> tree=<sha>" (or "nogit") on success.
 SCRUB_SCRIPT = r"""
@@ -53,20 +73,34 @@ ws="$1"
 mkdir -p /logs
 if [ "$ws" != /workspace ] && [ ! -e /workspace ]; then ln -s "$ws" /workspace; fi
 cd "$ws"
-if ! git rev-parse --git-dir >/dev/null 2>&1 || [ ! -d .git ]; then echo nogit; exit 0; fi
-git config --global --add safe.directory "$ws" 2>/dev/null || true
+# whoever owns the repo (safe.directory), whatever the system config says
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'
+[ -e .git ] || { echo nogit; exit 0; }
+old=$(git rev-parse --absolute-git-dir)             # .git, or where a .git file points
+common=$(cd "$(git rev-parse --git-common-dir)" && pwd -P)
+case "$common" in /|/usr|/opt|/root|"$ws") echo "odd git dir $common"; exit 3;; esac
 base=$(git rev-parse HEAD)
-old=/tmp/.lts-old-git
-rm -rf "$old"; mv .git "$old"
-git --git-dir="$old" update-ref refs/lts/base "$base"
-git init -q
-git symbolic-ref HEAD refs/heads/main
-git -c fetch.unpackLimit=100000000 -c transfer.unpackLimit=100000000 fetch -q --no-tags --depth 1 --update-head-ok \
-    "file://$old" refs/lts/base:refs/heads/main
-if [ -f "$old/info/exclude" ]; then cp "$old/info/exclude" .git/info/exclude; fi
+alts=""
+if [ -f "$common/objects/info/alternates" ]; then
+  alts=$(cd "$common/objects" && while IFS= read -r a; do [ -n "$a" ] && [ -d "$a" ] && (cd "$a" && pwd -P); done \
+         < info/alternates || true)
+fi
+git update-ref refs/lts/base "$base"
+new=$(mktemp -d /.lts-scrub.XXXXXX)                 # same filesystem as $ws: the final mv is a rename
+git -C "$new" init -q
+git -C "$new" symbolic-ref HEAD refs/heads/main
+git -C "$new" -c fetch.unpackLimit=100000000 -c transfer.unpackLimit=100000000 \
+    fetch -q --no-tags --depth 1 --update-head-ok \
+    "file://$common" refs/lts/base:refs/heads/main
+if [ -f "$common/info/exclude" ]; then cp "$common/info/exclude" "$new/.git/info/exclude"; fi
+rm -rf .git "$old" "$common"                        # the full history, wherever it was kept
+for a in $alts; do rm -rf "$a"; done                # object stores it borrowed from
+mv "$new/.git" .git
+rmdir "$new"
+git config --global --add safe.directory "$ws" 2>/dev/null || true
 git reset -q
 git update-index -q --refresh >/dev/null || true
-rm -rf "$old" .git/logs .git/FETCH_HEAD .git/ORIG_HEAD .git/hooks/*
+rm -rf .git/logs .git/FETCH_HEAD .git/ORIG_HEAD .git/hooks/*
 echo "base=$base tree=$(git rev-parse HEAD^{tree})"
 """
 
@@ -175,7 +209,86 @@ def _build(client: Any, task: Any, env: Path, tag: str, timeout: float, labels: 
         raise ImageBuildError(task.name, f"environment/Dockerfile failed to build{at}: {err[0]}", tail)
 
 
-def scrubbed_image(client: Any, task: Any, env_image: str) -> dict[str, Any]:
+# files swebench's make_test_spec may fetch from raw.githubusercontent.com (requirements, conda
+# environments) and packaging files; depth <= 3, at most UPSTREAM_MAX_BYTES each
+UPSTREAM_FILES = re.compile(r"^(?:[^/]+/){0,2}(?:[^/]*requirements[^/]*\.(?:txt|in|pip)|[^/]*environment[^/]*\.ya?ml"
+                            r"|[^/]*\.ya?ml|setup\.cfg|setup\.py|pyproject\.toml|tox\.ini)$")
+UPSTREAM_MAX_BYTES = 1 << 20
+
+
+def _record(task: Any) -> dict[str, Any]:
+    cfg = task.tests_dir / "config.json"
+    try:
+        data = json.loads(cfg.read_text()) if cfg.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _upstream_wanted(task: Any, raw_dir: Path) -> tuple[str, list[str]]:
+    """The SWE-bench record's repo and the commits whose upstream files are not exported yet."""
+    rec = _record(task)
+    repo = rec.get("repo")
+    if not isinstance(repo, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
+        return "", []
+    commits = [c for c in dict.fromkeys((rec.get("environment_setup_commit"), rec.get("base_commit")))
+               if isinstance(c, str) and re.fullmatch(r"[0-9a-f]{40}", c)]
+    return repo, [c for c in commits if not (raw_dir / repo / c / ".lts-exported").exists()]
+
+
+def _export_upstream(container: Any, workdir: str, repo: str, commits: list[str], raw_dir: Path) -> dict[str, int]:
+    """Files of ``commits`` (those the history holds) into the raw store; returns {commit: n files}."""
+    git = ["git", "-c", "safe.directory=*", "-C", workdir]
+    out: dict[str, int] = {}
+    for commit in commits:
+        marker = raw_dir / repo / commit / ".lts-exported"
+        rc, listing = container.exec_run([*git, "ls-tree", "-r", "-z", "-l", commit], user="0:0")
+        if rc != 0:   # not in this image's history: an online host records its files on first use
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(json.dumps({"not_in_history": True}))
+            out[commit] = 0
+            continue
+        paths = []
+        for rec in listing.split(b"\0"):
+            meta, _, path = rec.partition(b"\t")
+            fields = meta.split()
+            if len(fields) == 4 and fields[1] == b"blob" and fields[3].isdigit() \
+                    and int(fields[3]) <= UPSTREAM_MAX_BYTES and UPSTREAM_FILES.match(path.decode(errors="replace")):
+                paths.append(path.decode(errors="replace"))
+        files: dict[str, bytes] = {}
+        if paths:
+            rc, data = container.exec_run([*git, "archive", "--format=tar", commit, "--", *paths[:500]], user="0:0")
+            if rc == 0:
+                with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+                    for m in tf.getmembers():
+                        f = tf.extractfile(m) if m.isfile() else None
+                        if f is not None:
+                            files[m.name] = f.read()
+        store_raw(raw_dir, repo, commit, files)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps(sorted(files)))
+        out[commit] = len(files)
+    return out
+
+
+def upstream_files(client: Any, task: Any, env_image: str, workdir: str, raw_dir: Path | None = None,
+                   container: Any = None) -> dict[str, int]:
+    """Export the task's upstream files from ``env_image``'s full history (see module docstring)."""
+    raw_dir = Path(raw_dir or default_mirror_dir() / "raw")
+    repo, commits = _upstream_wanted(task, raw_dir)
+    if not commits:
+        return {}
+    if container is not None:
+        return _export_upstream(container, workdir, repo, commits, raw_dir)
+    c = client.containers.run(env_image, command=["sleep", "infinity"], entrypoint=[], detach=True,
+                              network_mode="none", user="0:0", working_dir="/", labels={"lts.scrub": task.name})
+    try:
+        return _export_upstream(c, workdir, repo, commits, raw_dir)
+    finally:
+        c.remove(force=True)
+
+
+def scrubbed_image(client: Any, task: Any, env_image: str, raw_dir: Path | None = None) -> dict[str, Any]:
     """Build (or find) the scrubbed workspace image; returns {"image", "commit", "tree", "workdir",
     "env_image", "scrub_version"}."""
     src = client.images.get(env_image)
@@ -186,14 +299,20 @@ def scrubbed_image(client: Any, task: Any, env_image: str) -> dict[str, Any]:
     with _lock(tag):
         try:
             labels = client.images.get(tag).labels or {}
+        except ImageNotFound:
+            labels = None
+        if labels is not None:   # cached; the raw store may have been emptied since
+            upstream_files(client, task, env_image, workdir, raw_dir)
             return {"image": tag, "commit": labels.get("lts.base.commit"), "tree": labels.get("lts.base.tree"),
                     "workdir": workdir, "env_image": env_image, "scrub_version": SCRUB_VERSION}
-        except Exception:  # noqa: BLE001 - ImageNotFound: build it
-            pass
         c = client.containers.run(env_image, command=["sleep", "infinity"], entrypoint=[], detach=True,
                                   network_mode="none", user="0:0", working_dir="/",
                                   labels={"lts.scrub": task.name})
         try:
+            exported = upstream_files(client, task, env_image, workdir, raw_dir, container=c)
+            if exported:
+                log.info("%s: upstream files exported from the image's history before the scrub: %s", task.name,
+                         exported)
             rc, out = c.exec_run(["/bin/sh", "-c", SCRUB_SCRIPT, "scrub", workdir], user="0:0")
             text = out.decode(errors="replace")
             if rc != 0:
@@ -210,6 +329,7 @@ def scrubbed_image(client: Any, task: Any, env_image: str) -> dict[str, Any]:
             "env_image": env_image, "scrub_version": SCRUB_VERSION}
 
 
-def task_image(client: Any, task: Any) -> dict[str, Any]:
-    """Environment image, then the scrubbed workspace image (both cached)."""
-    return scrubbed_image(client, task, environment_image(client, task))
+def task_image(client: Any, task: Any, raw_dir: Path | None = None) -> dict[str, Any]:
+    """Environment image, then the scrubbed workspace image (both cached); upstream files exported
+    into the mirror's raw store ``raw_dir`` (default: ``<mirror dir>/raw``) on the way."""
+    return scrubbed_image(client, task, environment_image(client, task), raw_dir)

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from .backends.base import ExecOutput, ExecRequest, SandboxBackend, SandboxSpec, SessionOutput
+from .backends.base import NETWORK_MODES, ExecOutput, ExecRequest, SandboxBackend, SandboxSpec, SessionOutput
 from .errors import BadRequest, Conflict, NotFound, SandboxLost, Unavailable
 from .limits import Limits
 from .paths import host_dir_under, session_name
@@ -137,16 +137,22 @@ class SandboxManager:
                      limits: dict[str, Any] | None = None, lease_s: float | None = None, ttl_s: float | None = None,
                      sandbox_id: str | None = None, env: dict[str, str] | None = None,
                      tags: dict[str, str | None] | None = None,
-                     binds: list[dict[str, str]] | None = None) -> SandboxRecord:
+                     binds: list[dict[str, str]] | None = None, network: str | None = None) -> SandboxRecord:
         if self._closing:
             raise Unavailable("manager is shutting down")
         lim = Limits.from_mapping(limits, self.default_limits)
         lease = self._positive(lease_s, self.cfg.lease_s, "lease_s")
         ttl = min(self._positive(ttl_s, self.cfg.ttl_s, "ttl_s"), self.cfg.max_ttl_s)
         base = self.resolve_base(image, base_dir)
-        spec = SandboxSpec(image=image, base_dir=base, limits=lim, env=dict(env or {}), binds=list(binds or []))
+        spec = SandboxSpec(image=image, base_dir=base, limits=lim, env=dict(env or {}), binds=list(binds or []),
+                           network=network or "none")
         if spec.binds and not self.backend.supports_binds:
             raise BadRequest(f"the {self.backend.name} backend does not support binds")
+        if spec.network not in NETWORK_MODES:
+            raise BadRequest(f"network must be one of {', '.join(NETWORK_MODES)}, not {spec.network!r}")
+        if spec.network != "none" and spec.network not in self.backend.network_modes:
+            raise BadRequest(f"the {self.backend.name} backend has no network mode {spec.network!r} "
+                             f"(it offers: {', '.join(self.backend.network_modes)}); use the docker backend")
         if sandbox_id is not None:
             if not _ID.match(sandbox_id):
                 raise BadRequest(f"invalid sandbox_id {sandbox_id!r}")
@@ -168,7 +174,7 @@ class SandboxManager:
         image, base, lim = spec.image, spec.base_dir, spec.limits
         sid, info = None, None
         key = self._pool_key(spec)
-        if poolable and not spec.env and not spec.binds:
+        if poolable and not spec.env and not spec.binds and spec.network == "none":
             sid, info = self._take_from_pool(key)
         if sid is None:
             sid = slot
@@ -181,7 +187,7 @@ class SandboxManager:
                             namespace=tags.get("namespace"))
         self.records[sid] = rec
         self.store.put(rec)
-        if self.cfg.warm_pool_size > 0 and not spec.env and not spec.binds:
+        if self.cfg.warm_pool_size > 0 and not spec.env and not spec.binds and spec.network == "none":
             self._refill(key, spec)
         return rec
 

@@ -26,6 +26,7 @@ class CreateBody(BaseModel):
     limits: dict[str, Any] = {}
     env: dict[str, str] = {}
     binds: list[dict[str, str]] = []
+    network: str = "none"
 
 
 class IdBody(BaseModel):
@@ -71,7 +72,7 @@ def build_worker_app(backend: SandboxBackend, cfg: dict[str, Any]) -> FastAPI:
     async def create(b: CreateBody):
         base = host_dir_under(b.base_dir, allowed_bases) if b.base_dir else None
         spec = SandboxSpec(image=b.image, base_dir=base, limits=Limits.from_mapping(b.limits), env=b.env,
-                           binds=b.binds)
+                           binds=b.binds, network=b.network)
         return ok(await backend.create(b.sandbox_id, spec))
 
     @api.post("/destroy")

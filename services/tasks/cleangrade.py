@@ -37,6 +37,7 @@ from typing import Any, Awaitable, Callable
 from services.common.sandbox_api import Sandbox
 
 from .hacks import classify_patch, grading_policy, task_test_files, zeroing
+from .network import verifier_network, with_network
 from .prepare import ImageRef
 from .task import Task
 from .verifier import VerifyResult, verify
@@ -167,7 +168,8 @@ async def grade_patch(task: Task, base_dir: Path, factory: SandboxFactory, patch
         return VerifyResult(0.0, flags=flags, duration_s=time.monotonic() - t0,
                             reason=f"reward 0: the patch is flagged {', '.join(zero)} "
                                    f"({'; '.join(flags[zero[0]][:3])})")
-    sb = await factory(base_dir if isinstance(base_dir, ImageRef) else Path(base_dir))
+    sb = await factory(with_network(base_dir, verifier_network(task)) if isinstance(base_dir, ImageRef)
+                       else Path(base_dir))
     try:
         err = await apply_patch(sb, patch)
         if err:
@@ -217,4 +219,6 @@ async def validate_delete_test(task: Task, base_dir: Path, factory: SandboxFacto
         return out
     res = await grade_patch(task, base_dir, factory, ex.patch, timeout=timeout, policy={"hack:test-file": "flag"})
     out.update(delete_test_reward=res.reward, delete_test_flags=sorted(res.flags))
+    if res.infra:
+        out["delete_test_error"] = f"infrastructure failure: {res.reason}"
     return out

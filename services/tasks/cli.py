@@ -72,7 +72,7 @@ def _manager_factory():
         if loop not in clients:
             clients[loop] = SandboxManagerClient.from_config()
         if isinstance(base, ImageRef):   # docker backend: the task's scrubbed image
-            return await clients[loop].create(image=str(base), limits=base.limits)
+            return await clients[loop].create(image=str(base), limits=base.limits, network=base.network)
         return await clients[loop].create(base)
     return factory
 

@@ -39,6 +39,7 @@ from services.common.sandbox_api import Sandbox
 from services.sandbox.docker_images import OFFLINE_LABEL, SCRUB_VERSION, docker_client, task_image
 
 from .hostsandbox import host_sandbox_factory
+from .network import verifier_network, with_network
 from .task import Task, TaskError, combined_hash
 from .task_toml import resolve_env
 from .verifier import verify
@@ -51,11 +52,16 @@ class ImageRef(str):
 
     commit: str | None = None
     limits: dict[str, Any] | None = None   # the task's [environment] cpus / memory_mb
+    network: str | None = None             # the sandbox's network mode (services.tasks.network)
 
-    def __new__(cls, image: str, commit: str | None = None, limits: dict[str, Any] | None = None) -> "ImageRef":
+    def __new__(cls, image: str, commit: str | None = None, limits: dict[str, Any] | None = None,
+                network: str | None = None) -> "ImageRef":
         ref = super().__new__(cls, image)
-        ref.commit, ref.limits = commit, limits
+        ref.commit, ref.limits, ref.network = commit, limits, network
         return ref
+
+    def with_network(self, network: str | None) -> "ImageRef":
+        return ImageRef(str(self), self.commit, self.limits, network)
 
 
 SandboxFactory = Callable[[Path | ImageRef], Awaitable[Sandbox]]
@@ -104,31 +110,38 @@ async def validate_task(task: Task, base_dir: Path | ImageRef, factory: SandboxF
     t0 = time.monotonic()
     reasons: list[str] = []
     v = Validation(ok=False)
-    sb = await factory(base_dir)
+    graded = with_network(base_dir, verifier_network(task))   # these sandboxes run the verifier
+    sb = await factory(graded)
     try:
         ok, out = await run_gold_solution(sb, task)
         if not ok:
             reasons.append(f"solve.sh failed: {out.strip()[-300:]}")
         gold = await verify(sb, task, timeout=verifier_timeout)
         v.gold, v.gold_reward = gold.to_dict(), gold.reward
-        if gold.reward != 1.0:
+        if gold.infra:
+            reasons.append(f"gold run: infrastructure failure: {gold.reason}")
+        elif gold.reward != 1.0:
             reasons.append(f"gold solution scored {gold.reward:g}: {gold.reason}")
         forbidden = await changed_blobs(sb)
     finally:
         await sb.close()
-    sb = await factory(base_dir)
+    sb = await factory(graded)
     try:
         v.history_problems = await check_history(sb, forbidden)
         reasons += [f"history: {p}" for p in v.history_problems]
         empty = await verify(sb, task, timeout=verifier_timeout)
         v.empty, v.empty_reward = empty.to_dict(), empty.reward
-        if empty.reward != 0.0:
+        if empty.infra:
+            reasons.append(f"untouched workspace: infrastructure failure: {empty.reason}")
+        elif empty.reward != 0.0:
             reasons.append(f"untouched workspace scored {empty.reward:g} (expected 0)")
     finally:
         await sb.close()
     from .cleangrade import validate_delete_test  # noqa: PLC0415 (cleangrade imports this module)
     v.patches = {"empty_patch_reward": v.empty_reward,  # = clean grading of the empty patch
                  **await validate_delete_test(task, base_dir, factory, verifier_timeout)}
+    if str(v.patches.get("delete_test_error", "")).startswith("infrastructure"):
+        reasons.append(f"delete-the-test patch: {v.patches['delete_test_error']}")
     for key in ("empty_patch_reward", "delete_test_reward"):
         if v.patches.get(key, 0.0) != 0.0:
             reasons.append(f"{key.replace('_', ' ')} is {v.patches[key]:g} (expected 0)")

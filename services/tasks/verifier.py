@@ -20,6 +20,12 @@ This grades the sandbox it is given. Rollouts grade the agent's *patch* in a fre
 
 Nothing here raises for a bad task or a bad sandbox: every failure becomes reward 0 with an
 ``error`` class (Harbor's names where Harbor has one) and a human ``reason``.
+
+A verifier whose network is the manager's mirror (``network="registry"``, services.sandbox.mirror)
+may not get what it needs (an upstream file not in the mirror, the registry down): the mirror
+lists each such request in ``/.lts-net/misses.log``. Then the run is an **infrastructure
+failure**: ``infra=True``, ``error="VerifierInfraError"``, whatever test.sh wrote; callers retry
+it or drop it (cookbook.rollout), never train on it as a reward of 0.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from .task import Task
 from .task_toml import resolve_env
 
 VERIFIER_DIR = "/logs/verifier"
+MIRROR_MISSES = "/.lts-net/misses.log"   # services.sandbox.mirror (registry sandboxes only)
 TESTS_DIR = "/tests"
 SANDBOX_GRACE_S = 30.0  # extra time we give the sandbox itself before calling it hung
 
@@ -55,6 +62,7 @@ class VerifyResult:
     duration_s: float = 0.0
     output_tail: str = ""             # end of test-stdout.txt
     flags: dict[str, list[str]] = field(default_factory=dict)  # hack:<kind> -> evidence
+    infra: bool = False               # the verifier could not reach what it needed: not a reward
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -161,6 +169,19 @@ async def _verify(sandbox: Sandbox, task: Task, t_limit: float, host_env: dict[s
             result.output_tail = (await _read(sandbox, stdout_path))[-4000:]
     except Exception:  # noqa: BLE001 - the log is informational
         pass
+
+    misses = await sandbox.run(f"cat {MIRROR_MISSES} 2>/dev/null; true", timeout=30, cwd="/")
+    if misses.output.strip():
+        urls = []
+        for line in misses.output.strip().splitlines()[:5]:
+            try:
+                entry = json.loads(line)
+                urls.append(f"{entry.get('url')} ({entry.get('why')})")
+            except (json.JSONDecodeError, AttributeError):
+                urls.append(line[:300])
+        result.error, result.infra = "VerifierInfraError", True
+        result.reason = "the verifier could not reach what it needed through the mirror: " + "; ".join(urls)
+        return result
 
     if res.timed_out:
         result.error = "VerifierTimeoutError"

@@ -140,7 +140,7 @@ def manager_factory(client):
 
     async def factory(base):
         if isinstance(base, ImageRef):
-            return await client.create(image=str(base), limits=base.limits)
+            return await client.create(image=str(base), limits=base.limits, network=base.network)
         return await client.create(base)
     return factory
 

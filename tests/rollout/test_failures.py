@@ -17,6 +17,7 @@ import pytest
 import tinker
 from transformers import AutoTokenizer
 
+import cookbook.rollout as rollout_mod
 from cookbook.agent import Budgets
 from cookbook.agent.agent import SampleOut, TinkerPolicy
 from cookbook.agent.scripted import gold_turns
@@ -26,6 +27,7 @@ from cookbook.rollout import AgentConfig, Failures, Rollouts
 from helpers import REPO
 from services.tasks.hostsandbox import HostSandbox
 from services.tasks.task import load_dataset
+from services.tasks.verifier import VerifyResult
 from services.tasks.workspace import build_base
 
 DEADLINE_S = 120
@@ -134,6 +136,30 @@ def test_verifier_timeout_scores_zero_without_retry(micro):
     traj, f = _one(micro, inj, GoldPolicy, verifier_timeout=0.001)
     assert traj is not None and traj.reward == 0.0 and traj.verifier["error"] == "VerifierTimeoutError"
     assert f == {"infra": 0, "agent": 0, "verifier": 1, "retries": 0} and inj.calls == 1
+
+
+def test_verifier_infra_failure_is_retried_never_a_reward(micro, monkeypatch):
+    """A verifier that could not reach what it needed through the mirror (VerifyResult.infra) is an
+    infrastructure failure: retried in a fresh sandbox, the rollout dropped after the retries."""
+    real, calls = rollout_mod.verify, []
+
+    async def flaky(sb, task, timeout=None):
+        calls.append(1)
+        if len(calls) == 1:
+            return VerifyResult(0.0, error="VerifierInfraError", infra=True, reason="injected: mirror miss")
+        return await real(sb, task, timeout=timeout)
+    monkeypatch.setattr(rollout_mod, "verify", flaky)
+    traj, f = _one(micro, Injector(), GoldPolicy)
+    assert traj is not None and traj.reward == 1.0 and len(calls) == 2
+    assert f == {"infra": 0, "agent": 0, "verifier": 0, "retries": 1}
+
+    async def always(sb, task, timeout=None):
+        return VerifyResult(0.0, error="VerifierInfraError", infra=True, reason="injected: mirror miss")
+    monkeypatch.setattr(rollout_mod, "verify", always)
+    inj = Injector()
+    traj, f = _one(micro, inj, GoldPolicy)
+    assert traj is None and inj.calls == 3
+    assert f == {"infra": 1, "agent": 0, "verifier": 0, "retries": 2}
 
 
 def test_context_overflow_400_is_the_models_failure_not_infra(micro, backend):

@@ -81,6 +81,8 @@ def test_other_bad_input(http, sid):
     _err(http.post("/start", json={"sandbox_id": "../../etc"}), 400, "invalid sandbox_id")
     _err(http.post("/start", json={"memory": "lots"}), 400, "cannot parse")
     _err(http.post("/start", json={"base_dir": "/tmp/does/not/exist"}), 400, "does not exist")
+    _err(http.post("/start", json={"network": "internet"}), 400, "network must be one of")
+    _err(http.post("/start", json={"network": "registry"}), 400, "has no network mode")   # local backend
     _err(http.post("/execute", json={"sandbox_id": sid}), 422, "command")
     _err(http.post("/execute", content=b"{not json", headers={"content-type": "application/json"}), 422, "")
     _err(http.post("/run_in_session", json={"sandbox_id": sid, "session": "nope", "command": "true"}), 400,

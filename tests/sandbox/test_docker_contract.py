@@ -135,7 +135,7 @@ def test_docker_backend_contract(tmp_path):
     assert kw["image"] == "task-image:1" and kw["network_mode"] == "none" and kw["cap_drop"] == ["ALL"]
     assert kw["security_opt"] == ["no-new-privileges"] and kw["user"] == "1000:1000"
     assert kw["mem_limit"] == "512m" and kw["pids_limit"] == 64 and kw["nano_cpus"] == 500_000_000
-    assert kw["labels"] == {"lts.sandbox": "sb1", "lts.worker": "w1"}
+    assert kw["labels"] == {"lts.sandbox": "sb1", "lts.worker": "w1", "lts.network": "none"}
     assert "privileged" not in kw
     # base copied in as a tar owned by the sandbox user
     path, data = c.archives[0]

@@ -32,6 +32,14 @@ class SandboxSpec:
     # (local backend only; sources must lie under config `local.bind_sources`). Used to hand a
     # sandbox one Unix socket (the ModelService) without giving it network.
     binds: list[dict[str, str]] = field(default_factory=list)
+    # what the sandbox's network reaches (docker backend; every other backend: "none" only):
+    # "none" (default: nothing), "registry" (only the manager's package-registry / upstream-file
+    # mirror, services.sandbox.mirror: the verifier of tasks with [verifier] network_mode = "public"),
+    # "public" (the engine's `lts-public` bridge network: whatever the Docker host routes)
+    network: str = "none"
+
+
+NETWORK_MODES = ("none", "registry", "public")
 
 
 @dataclass
@@ -83,6 +91,7 @@ class SandboxBackend(abc.ABC):
     concurrently for different sandboxes."""
 
     supports_binds = False   # SandboxSpec.binds (read-only host binds)
+    network_modes: tuple[str, ...] = ("none",)   # SandboxSpec.network values this backend honours
 
     name: str = "?"
 

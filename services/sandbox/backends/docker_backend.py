@@ -49,6 +49,11 @@ from services.common.paths import REPO_ROOT, STATE_DIR
 from ..config import resolve
 from ..errors import BadRequest, NotFound, SandboxError
 from ..local.backend import default_runtime_paths
+from ..mirror import MOUNT as NET_MOUNT
+from ..mirror import PID1 as REGISTRY_PID1
+from ..mirror import SANDBOX_ENV as REGISTRY_ENV
+from ..mirror import Mirror
+from ..mirror import default_dir as default_mirror_dir
 from .base import ExecOutput, ExecRequest, SandboxBackend, SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -60,16 +65,19 @@ def state_tag(state_dir: Path) -> str:
 
 
 WORKSPACE = "/workspace"
+PUBLIC_NETWORK = "lts-public"
 STDIN_DIR = "/.lts-stdin"   # in the container's own layer: the archive API cannot write into its tmpfs /tmp
 
 
 class DockerBackend(SandboxBackend):
     name = "docker"
     supports_binds = True
+    network_modes = ("none", "registry", "public")
 
     def __init__(self, client: Any, worker_name: str = "local", default_image: str = "lts/base:bookworm",
                  user: str | None = None, workdir: str = WORKSPACE, bind_sources: list[str] | None = None,
-                 runtime_paths: list[str] | None = None, state_tag: str | None = None):
+                 runtime_paths: list[str] | None = None, state_tag: str | None = None,
+                 mirror: Mirror | None = None, net_root: Path | None = None):
         self.docker = client
         self.worker_name = worker_name
         self.state_tag = state_tag
@@ -82,6 +90,9 @@ class DockerBackend(SandboxBackend):
         self.containers: dict[str, Any] = {}
         self._workdirs: dict[str, str] = {}    # image -> workspace dir inside it
         self._storage_opt: bool | None = None  # does the engine cap a container's writable layer?
+        # network="registry" sandboxes: the manager's mirror, one socket dir per sandbox under net_root
+        self.mirror = mirror or Mirror(default_mirror_dir())
+        self.net_root = Path(net_root or STATE_DIR / "sandboxes" / "net")
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "DockerBackend":
@@ -93,9 +104,13 @@ class DockerBackend(SandboxBackend):
             runtime = default_runtime_paths()
         state_dir = Path(config.get("state_dir") or STATE_DIR / "sandboxes")
         state_dir = state_dir if state_dir.is_absolute() else REPO_ROOT / state_dir
+        mcfg = dict(d.get("mirror") or {})
+        mcfg["dir"] = str(resolve(mcfg["dir"])) if mcfg.get("dir") else None
+        mirror = Mirror.from_config(mcfg, default_mirror_dir())
         return cls(client, str(config.get("worker_name", "local")), d.get("default_image") or "lts/base:bookworm",
                    d.get("user"), d.get("workdir") or WORKSPACE, [str(resolve(p)) for p in sources or []],
-                   [str(resolve(p)) for p in runtime or []], state_tag=state_tag(state_dir))
+                   [str(resolve(p)) for p in runtime or []], state_tag=state_tag(state_dir), mirror=mirror,
+                   net_root=state_dir / "net")
 
     def _labels(self, sandbox_id: str) -> dict[str, str]:
         labels = {"lts.sandbox": sandbox_id, "lts.worker": self.worker_name}
@@ -115,6 +130,8 @@ class DockerBackend(SandboxBackend):
             sid = (c.labels or {}).get("lts.sandbox")
             if sid and getattr(c, "status", "running") == "running":
                 self.containers[sid] = c
+                if (c.labels or {}).get("lts.network") == "registry":   # its mirror socket, served again
+                    await self.mirror.open(sid, self.net_root / sid)
             else:
                 await asyncio.to_thread(c.remove, force=True)
 
@@ -155,20 +172,35 @@ class DockerBackend(SandboxBackend):
         image = spec.image if spec.image and spec.image != "local" else self.default_image
         workdir = await asyncio.to_thread(self._image_workdir, image)
         fsize = lim.file_size_mb * 1024 * 1024
+        command, network_mode, env = ["sleep", "infinity"], "none", dict(spec.env)
+        volumes = {**{p: {"bind": p, "mode": "ro"} for p in self.runtime_paths}, **self._check_binds(spec.binds)}
+        if spec.network == "registry":   # no interface but lo; the mirror through a socket (services.sandbox.mirror)
+            net_dir = self.net_root / sandbox_id
+            await self.mirror.open(sandbox_id, net_dir)
+            volumes[str(net_dir)] = {"bind": NET_MOUNT, "mode": "ro"}
+            command, env = ["/bin/sh", "-c", REGISTRY_PID1], {**REGISTRY_ENV, **env}
+        elif spec.network == "public":
+            network_mode = await asyncio.to_thread(self._public_network)
+        elif spec.network != "none":
+            raise BadRequest(f"unknown network mode {spec.network!r}")
+        labels = {**self._labels(sandbox_id), "lts.network": spec.network}
         kwargs: dict[str, Any] = dict(
-            command=["sleep", "infinity"], entrypoint=[], detach=True, name=f"lts-{self.worker_name}-{sandbox_id}",
-            labels=self._labels(sandbox_id), network_mode="none", working_dir=workdir,
+            command=command, entrypoint=[], detach=True, name=f"lts-{self.worker_name}-{sandbox_id}",
+            labels=labels, network_mode=network_mode, working_dir=workdir,
             mem_limit=f"{lim.memory_mb}m", memswap_limit=f"{lim.memory_mb}m", nano_cpus=int(lim.cpus * 1e9),
             pids_limit=lim.pids, cap_drop=["ALL"], security_opt=["no-new-privileges"], init=False,
-            tmpfs={"/tmp": f"size={lim.disk_mb}m,mode=1777"}, environment=dict(spec.env),
-            volumes={**{p: {"bind": p, "mode": "ro"} for p in self.runtime_paths}, **self._check_binds(spec.binds)},
+            tmpfs={"/tmp": f"size={lim.disk_mb}m,mode=1777"}, environment=env, volumes=volumes,
             ulimits=[Ulimit(name="nofile", soft=lim.nofile, hard=lim.nofile),
                      Ulimit(name="fsize", soft=fsize, hard=fsize), Ulimit(name="core", soft=0, hard=0)])
         if self.user:
             kwargs["user"] = self.user
         if await asyncio.to_thread(self._supports_storage_opt):
             kwargs["storage_opt"] = {"size": f"{lim.disk_mb}m"}
-        container = await asyncio.to_thread(self.docker.containers.run, image, **kwargs)
+        try:
+            container = await asyncio.to_thread(self.docker.containers.run, image, **kwargs)
+        except BaseException:
+            await self.mirror.close(sandbox_id, self.net_root / sandbox_id)
+            raise
         self.containers[sandbox_id] = container
         try:
             setup = f"mkdir -p {workdir} {STDIN_DIR} && chmod 1777 {STDIN_DIR}"
@@ -244,8 +276,19 @@ class DockerBackend(SandboxBackend):
                           stdout=b"".join(bufs["out"]), stderr=b"".join(bufs["err"]), timed_out=timed_out,
                           truncated=truncated, duration_s=time.monotonic() - start)
 
+    def _public_network(self) -> str:
+        """The engine's ``lts-public`` bridge network (made once): ``network="public"`` sandboxes
+        reach whatever the Docker host routes from a bridge (nothing on hosts whose dockerd runs
+        without iptables / IP forwarding, as ``setup.sh docker`` starts it)."""
+        try:
+            self.docker.networks.get(PUBLIC_NETWORK)
+        except DockerNotFound:
+            self.docker.networks.create(PUBLIC_NETWORK, driver="bridge", labels={"lts.network": "public"})
+        return PUBLIC_NETWORK
+
     async def destroy(self, sandbox_id: str) -> None:
         c = self.containers.pop(sandbox_id, None)
+        await self.mirror.close(sandbox_id, self.net_root / sandbox_id)
         if c is None:
             return
         try:
@@ -257,6 +300,10 @@ class DockerBackend(SandboxBackend):
         except Exception as e:  # noqa: BLE001 - gone already (e.g. removed by hand)
             if not isinstance(e, DockerNotFound):
                 raise
+
+    async def shutdown(self) -> None:
+        await super().shutdown()
+        await self.mirror.aclose()
 
     async def list_live(self) -> list[str]:
         return list(self.containers)

@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 class WorkerBackend(SandboxBackend):
     name = "worker"
     supports_binds = True   # checked by the worker's own backend
+    network_modes = ("none", "registry", "public")
 
     def __init__(self, url: str, key: str, header: str = "X-Key"):
         self.url = url.rstrip("/") + "/worker/v1"
@@ -68,7 +69,8 @@ class WorkerBackend(SandboxBackend):
 
     async def create(self, sandbox_id: str, spec: SandboxSpec) -> dict[str, Any]:
         return await self._post("/create", {"sandbox_id": sandbox_id, "image": spec.image, "base_dir": spec.base_dir,
-                                            "limits": spec.limits.to_dict(), "env": spec.env, "binds": spec.binds})
+                                            "limits": spec.limits.to_dict(), "env": spec.env, "binds": spec.binds,
+                                            "network": spec.network})
 
     async def destroy(self, sandbox_id: str) -> None:
         await self._post("/destroy", {"sandbox_id": sandbox_id})

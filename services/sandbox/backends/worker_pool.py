@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 class WorkerPool(SandboxBackend):
     name = "worker"
     supports_binds = True
+    network_modes = ("none", "registry", "public")   # checked by the workers' own backends
 
     def __init__(self, workers: list[WorkerBackend], health_interval_s: float = 2.0):
         if not workers:
