@@ -47,8 +47,8 @@ def stop_ids(tokenizer: Any) -> list[int]:
 
 
 TOOLS_HEADER = "You can call these tools (one JSON description per line):"
-TOOLS_FOOTER = ("To call one, write exactly:\n" + TOOL_CALL_OPEN + '\n{"name": <tool-name>, "arguments": <args-json-object>}\n'
-                + TOOL_CALL_CLOSE)
+TOOLS_FOOTER = ("To call one, write exactly:\n" + TOOL_CALL_OPEN
+                + '\n{"name": <tool-name>, "arguments": <args-json-object>}\n' + TOOL_CALL_CLOSE)
 
 
 def template_renders_tools(tokenizer: Any) -> bool:
@@ -67,7 +67,8 @@ def _call_text(call: dict[str, Any]) -> str:
     fn = call.get("function") or call
     args = fn.get("arguments", {})
     if isinstance(args, str):
-        return f'{TOOL_CALL_OPEN}\n{{"name": {json.dumps(fn["name"], ensure_ascii=False)}, "arguments": {args}}}\n{TOOL_CALL_CLOSE}'
+        name = json.dumps(fn["name"], ensure_ascii=False)
+        return f'{TOOL_CALL_OPEN}\n{{"name": {name}, "arguments": {args}}}\n{TOOL_CALL_CLOSE}'
     return tool_call_text(fn["name"], args)
 
 

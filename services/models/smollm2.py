@@ -117,8 +117,19 @@ def dequantise(out: Path, gguf_file: Path) -> dict[str, Any]:
     meta = _gguf_meta(gguf_file)
     src_tok = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
     tok = build_tokenizer(src_tok, meta)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name,
-                                                 dtype=torch.float32)
+    loaded = AutoModelForCausalLM.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name,
+                                                  dtype=torch.float32)
+    # a plain (not "GGUF-quantised") model with the de-quantised weights: newer transformers refuse to save
+    # a model loaded from a GGUF file
+    cfg = loaded.config.to_dict()
+    cfg.pop("quantization_config", None)
+    model = type(loaded)(type(loaded.config).from_dict(cfg)).to(torch.float32)
+    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
+    if unexpected or set(missing) - {"lm_head.weight"}:
+        raise RuntimeError(f"GGUF weights do not fit the model: missing {missing}, unexpected {unexpected}")
+    model.tie_weights()
+    model.generation_config = loaded.generation_config
+    del loaded
     model.config.bos_token_id, model.config.eos_token_id = tok.bos_token_id, tok.eos_token_id
     model.config.pad_token_id = tok.pad_token_id
     model.config.name_or_path = MODEL_ID

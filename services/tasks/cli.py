@@ -39,10 +39,10 @@ from services.common.paths import DATASETS_DIR, REPO_ROOT
 from services.sandbox.client import SandboxManagerClient
 
 from .cleangrade import grade_patch
-from .hostsandbox import host_sandbox_factory
-from .micro import SPECS, write_micro_dataset
 from .generalise import tasks as generalise_tasks
 from .generalise import write_generalise_dataset
+from .hostsandbox import host_sandbox_factory
+from .micro import SPECS, write_micro_dataset
 from .multiturn import tasks, write_multiturn_dataset
 from .prepare import ImageRef, base_of, prepare_tasks
 from .real import build_real
