@@ -103,8 +103,9 @@ def test_agent_turns_are_token_exact_with_the_template(tok):
 
 @pytest.fixture(scope="module")
 def backend(smollm2, tmp_path_factory):
+    # served by its id, resolved through the HF cache (as `configure.py --model HuggingFaceTB/...` writes it)
     b = BackendProc(tmp_path_factory.mktemp("smollm2") / "state", model=MODEL_ID,
-                    model_path=Path(smollm2["path"])).start(timeout=240)
+                    model_path=Path(MODEL_ID)).start(timeout=240)
     yield b
     b.stop()
 
