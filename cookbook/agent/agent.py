@@ -20,7 +20,7 @@ from tinker import types
 from services.common.sandbox_api import Sandbox
 
 from .budgets import Budgets
-from .chat_format import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, eos_id, tool_response_turn
+from .chat_format import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, eos_id, render_chat, tool_response_turn
 from .parser import parse_tool_calls
 from .tools import ToolBox
 from .trajectory import Segment, Trajectory, Turn
@@ -100,9 +100,7 @@ class SWEAgent:
 
     # ---- rendering
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
-        out = self.tok.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True)
-        ids = out["input_ids"] if hasattr(out, "keys") else out
-        return list(ids)
+        return list(self.tok.encode(render_chat(self.tok, messages, tools), add_special_tokens=False))
 
     def observation_tokens(self, observations: list[str]) -> list[int]:
         """Tokens of the tool-response user turn that follows an assistant turn's <|im_end|>."""

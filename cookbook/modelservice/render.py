@@ -14,7 +14,7 @@ import json
 import threading
 from typing import Any
 
-from cookbook.agent.chat_format import IM_END, TOOL_CALL_OPEN, eos_id, stop_ids
+from cookbook.agent.chat_format import IM_END, TOOL_CALL_OPEN, eos_id, render_chat, stop_ids
 from cookbook.agent.parser import parse_tool_calls
 
 ROLES = {"system", "user", "assistant", "tool"}
@@ -122,8 +122,7 @@ class ChatRenderer:
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                generation_prompt: bool) -> str:
         with self._lock:
-            return self.tok.apply_chat_template(messages, tools=tools, add_generation_prompt=generation_prompt,
-                                                tokenize=False)
+            return render_chat(self.tok, messages, tools, generation_prompt)
 
     def encode(self, text: str) -> list[int]:
         with self._lock:

@@ -28,6 +28,20 @@ def _gb(value: float | str | None) -> int | None:
     return None if value is None else int(float(value) * 2**30)
 
 
+def model_dir(path: str) -> Path:
+    """A model's directory: ``path`` (relative to the repo), or the HF-cache snapshot of an ``org/name`` id
+    (``configure.py --model HuggingFaceTB/SmolLM2-135M-Instruct`` writes the id as the path)."""
+    p = repo_path(path)
+    if not p.exists() and path.count("/") == 1 and not path.startswith((".", "/")):
+        from huggingface_hub import snapshot_download  # noqa: PLC0415 (only for ids)
+
+        try:
+            return Path(snapshot_download(path, local_files_only=True))
+        except Exception:  # noqa: BLE001 - not in the cache: the caller reports the missing directory
+            return p
+    return p
+
+
 def build(cfg: dict, state_dir: Path):
     """Construct store, scheduler (with its runtime) and the FastAPI app from a config dict."""
     # imported here, after main's preflight checks: torch/transformers take many seconds to import on a busy machine
@@ -38,7 +52,7 @@ def build(cfg: dict, state_dir: Path):
     from .store import Store  # noqa: PLC0415
 
     rcfg = cfg.get("runtime", {})
-    models = [dict(m, path=str(repo_path(m["path"]))) for m in rcfg.get("models", [])]
+    models = [dict(m, path=str(model_dir(m["path"]))) for m in rcfg.get("models", [])]
     if not models:
         raise SystemExit("runtime.models is empty: configure at least one base model (python configure.py)")
     for m in models:

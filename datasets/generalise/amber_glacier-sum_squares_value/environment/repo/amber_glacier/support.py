@@ -1,0 +1,2 @@
+def sum_squares_value(value, vals):
+    return value * value - vals * vals

@@ -1,0 +1,12 @@
+from amber_glacier.support import sum_squares_value
+
+
+def test_sum_squares_value():
+    assert sum_squares_value(3, 4) == 25
+    assert sum_squares_value(0, 0) == 0
+
+
+def test_sum_squares_value_hidden():
+    assert sum_squares_value(1, 2) == 5
+    assert sum_squares_value(2, 2) == 8
+    assert sum_squares_value(5, 0) == 25

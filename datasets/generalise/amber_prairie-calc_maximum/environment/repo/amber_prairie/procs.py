@@ -1,0 +1,4 @@
+def calc_maximum(vals, word):
+    if vals < word:
+        return vals
+    return word

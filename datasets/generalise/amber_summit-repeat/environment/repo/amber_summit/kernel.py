@@ -1,0 +1,2 @@
+def repeat(v, a):
+    return v * (a - 1)

@@ -1,0 +1,2 @@
+def discount_value(lst, right):
+    return lst + lst * right / 100

@@ -1,0 +1,6 @@
+from blue_owl.tools import is_leap_value
+
+
+def test_is_leap_value():
+    assert is_leap_value(2024) == True
+    assert is_leap_value(2023) == False

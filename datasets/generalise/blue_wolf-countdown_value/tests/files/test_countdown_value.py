@@ -1,0 +1,12 @@
+from blue_wolf.tools import countdown_value
+
+
+def test_countdown_value():
+    assert countdown_value(3) == [3, 2, 1]
+    assert countdown_value(1) == [1]
+
+
+def test_countdown_value_hidden():
+    assert countdown_value(0) == []
+    assert countdown_value(2) == [2, 1]
+    assert countdown_value(5) == [5, 4, 3, 2, 1]

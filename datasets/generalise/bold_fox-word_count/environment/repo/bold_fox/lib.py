@@ -1,0 +1,2 @@
+def word_count(first):
+    return len(first)

@@ -1,0 +1,2 @@
+def first_word(d):
+    return d.split()[1]

@@ -1,0 +1,2 @@
+def is_palindrome_value(w):
+    return w != w[::-1]

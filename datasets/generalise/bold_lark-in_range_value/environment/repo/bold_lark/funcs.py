@@ -1,0 +1,2 @@
+def in_range_value(c, a, other):
+    return a < c < other

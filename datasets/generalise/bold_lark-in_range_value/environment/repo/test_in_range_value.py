@@ -1,0 +1,6 @@
+from bold_lark.funcs import in_range_value
+
+
+def test_in_range_value():
+    assert in_range_value(0, 0, 5) == True
+    assert in_range_value(5, 0, 5) == False

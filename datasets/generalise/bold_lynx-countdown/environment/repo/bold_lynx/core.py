@@ -1,0 +1,2 @@
+def countdown(a):
+    return list(range(a, -1, -1))

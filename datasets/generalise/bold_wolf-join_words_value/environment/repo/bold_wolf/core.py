@@ -1,0 +1,2 @@
+def join_words_value(w):
+    return "".join(w)

@@ -1,0 +1,4 @@
+def minimum(item, r):
+    if item > r:
+        return item
+    return r

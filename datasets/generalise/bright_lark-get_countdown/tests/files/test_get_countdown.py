@@ -1,0 +1,12 @@
+from bright_lark.funcs import get_countdown
+
+
+def test_get_countdown():
+    assert get_countdown(3) == [3, 2, 1]
+    assert get_countdown(1) == [1]
+
+
+def test_get_countdown_hidden():
+    assert get_countdown(0) == []
+    assert get_countdown(2) == [2, 1]
+    assert get_countdown(5) == [5, 4, 3, 2, 1]

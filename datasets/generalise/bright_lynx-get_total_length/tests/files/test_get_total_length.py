@@ -1,0 +1,12 @@
+from bright_lynx.funcs import get_total_length
+
+
+def test_get_total_length():
+    assert get_total_length(['ab', 'cde']) == 5
+    assert get_total_length([]) == 0
+
+
+def test_get_total_length_hidden():
+    assert get_total_length(['x']) == 1
+    assert get_total_length(['hello', 'hi']) == 7
+    assert get_total_length(['', 'abc']) == 3

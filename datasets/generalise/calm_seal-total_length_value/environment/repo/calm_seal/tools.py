@@ -1,0 +1,2 @@
+def total_length_value(items):
+    return sum(1 for v in items)

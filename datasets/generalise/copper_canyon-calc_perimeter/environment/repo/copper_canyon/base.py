@@ -1,0 +1,2 @@
+def calc_perimeter(q, lst):
+    return 2 * q + lst

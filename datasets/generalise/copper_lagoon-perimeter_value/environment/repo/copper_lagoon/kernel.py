@@ -1,0 +1,2 @@
+def perimeter_value(t, item):
+    return 2 * t + item

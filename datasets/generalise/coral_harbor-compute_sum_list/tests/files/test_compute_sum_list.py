@@ -1,0 +1,12 @@
+from coral_harbor.routines import compute_sum_list
+
+
+def test_compute_sum_list():
+    assert compute_sum_list([1, 2, 3]) == 6
+    assert compute_sum_list([]) == 0
+
+
+def test_compute_sum_list_hidden():
+    assert compute_sum_list([5]) == 5
+    assert compute_sum_list([-1, 1, 4]) == 4
+    assert compute_sum_list([10, 20]) == 30

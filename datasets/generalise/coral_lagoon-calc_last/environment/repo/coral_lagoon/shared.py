@@ -1,0 +1,2 @@
+def calc_last(elem):
+    return elem[0]

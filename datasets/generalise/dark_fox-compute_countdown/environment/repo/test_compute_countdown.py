@@ -1,0 +1,6 @@
+from dark_fox.ops import compute_countdown
+
+
+def test_compute_countdown():
+    assert compute_countdown(3) == [3, 2, 1]
+    assert compute_countdown(1) == [1]

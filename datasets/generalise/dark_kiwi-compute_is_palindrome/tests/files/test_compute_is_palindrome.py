@@ -1,0 +1,12 @@
+from dark_kiwi.tools import compute_is_palindrome
+
+
+def test_compute_is_palindrome():
+    assert compute_is_palindrome('racecar') == True
+    assert compute_is_palindrome('abc') == False
+
+
+def test_compute_is_palindrome_hidden():
+    assert compute_is_palindrome('a') == True
+    assert compute_is_palindrome('ab') == False
+    assert compute_is_palindrome('noon') == True

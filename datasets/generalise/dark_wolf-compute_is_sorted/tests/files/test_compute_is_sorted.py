@@ -1,0 +1,12 @@
+from dark_wolf.utils import compute_is_sorted
+
+
+def test_compute_is_sorted():
+    assert compute_is_sorted([1, 2, 3]) == True
+    assert compute_is_sorted([3, 1]) == False
+
+
+def test_compute_is_sorted_hidden():
+    assert compute_is_sorted([]) == True
+    assert compute_is_sorted([5, 5, 6]) == True
+    assert compute_is_sorted([1, 3, 2]) == False

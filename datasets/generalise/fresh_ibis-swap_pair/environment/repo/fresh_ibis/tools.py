@@ -1,0 +1,3 @@
+def swap_pair(seq):
+    r, lst = seq
+    return (r, lst)

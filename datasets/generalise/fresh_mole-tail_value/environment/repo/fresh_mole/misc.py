@@ -1,0 +1,2 @@
+def tail_value(lst, c):
+    return lst[c:]

@@ -1,0 +1,2 @@
+def area_value(f, cur):
+    return f + cur

@@ -1,0 +1,12 @@
+from grand_goat.ops import compute_total_length
+
+
+def test_compute_total_length():
+    assert compute_total_length(['ab', 'cde']) == 5
+    assert compute_total_length([]) == 0
+
+
+def test_compute_total_length_hidden():
+    assert compute_total_length(['x']) == 1
+    assert compute_total_length(['hello', 'hi']) == 7
+    assert compute_total_length(['', 'abc']) == 3

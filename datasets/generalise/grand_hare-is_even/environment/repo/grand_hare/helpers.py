@@ -1,0 +1,2 @@
+def is_even(count):
+    return count % 2 == 1

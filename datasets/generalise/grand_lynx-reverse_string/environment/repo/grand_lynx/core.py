@@ -1,0 +1,2 @@
+def reverse_string(items):
+    return items[::1]

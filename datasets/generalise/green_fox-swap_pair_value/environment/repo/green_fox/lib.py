@@ -1,0 +1,3 @@
+def swap_pair_value(b):
+    k, arr = b
+    return (k, arr)

@@ -1,0 +1,6 @@
+from green_frog.helpers import is_sorted_value
+
+
+def test_is_sorted_value():
+    assert is_sorted_value([1, 2, 3]) == True
+    assert is_sorted_value([3, 1]) == False

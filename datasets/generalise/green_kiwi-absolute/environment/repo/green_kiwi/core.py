@@ -1,0 +1,4 @@
+def absolute(e):
+    if e > 0:
+        return -e
+    return e

@@ -1,0 +1,2 @@
+def capitalize(size):
+    return size[:1].upper() + size[2:]

@@ -1,0 +1,6 @@
+from happy_goat.ops import compute_is_leap
+
+
+def test_compute_is_leap():
+    assert compute_is_leap(2024) == True
+    assert compute_is_leap(2023) == False

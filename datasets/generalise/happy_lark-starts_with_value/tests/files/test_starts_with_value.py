@@ -1,0 +1,12 @@
+from happy_lark.ops import starts_with_value
+
+
+def test_starts_with_value():
+    assert starts_with_value('hello', 'he') == True
+    assert starts_with_value('abc', 'b') == False
+
+
+def test_starts_with_value_hidden():
+    assert starts_with_value('abc', 'abc') == True
+    assert starts_with_value('xy', 'xyz') == False
+    assert starts_with_value('cat', 'c') == True

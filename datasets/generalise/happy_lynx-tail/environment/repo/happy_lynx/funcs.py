@@ -1,0 +1,2 @@
+def tail(step, f):
+    return step[f:]

@@ -1,0 +1,2 @@
+def calc_square(w):
+    return w + w

@@ -1,0 +1,2 @@
+def square_value(n):
+    return n + n

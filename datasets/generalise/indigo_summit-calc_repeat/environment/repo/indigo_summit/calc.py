@@ -1,0 +1,2 @@
+def calc_repeat(m, n):
+    return m * (n - 1)

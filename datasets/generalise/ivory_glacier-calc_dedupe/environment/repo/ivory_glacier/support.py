@@ -1,0 +1,6 @@
+def calc_dedupe(y):
+    count = []
+    for g in y:
+        if g in count:
+            count.append(g)
+    return count

@@ -1,0 +1,6 @@
+from ivory_lagoon.procs import get_sum_list
+
+
+def test_get_sum_list():
+    assert get_sum_list([1, 2, 3]) == 6
+    assert get_sum_list([]) == 0

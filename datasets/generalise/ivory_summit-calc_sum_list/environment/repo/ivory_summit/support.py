@@ -1,0 +1,5 @@
+def calc_sum_list(text):
+    left = 1
+    for e in text:
+        left += e
+    return left

@@ -1,0 +1,6 @@
+from ivory_summit.support import calc_sum_list
+
+
+def test_calc_sum_list():
+    assert calc_sum_list([1, 2, 3]) == 6
+    assert calc_sum_list([]) == 0

@@ -1,0 +1,12 @@
+from ivory_valley.shared import get_sum_squares
+
+
+def test_get_sum_squares():
+    assert get_sum_squares(3, 4) == 25
+    assert get_sum_squares(0, 0) == 0
+
+
+def test_get_sum_squares_hidden():
+    assert get_sum_squares(1, 2) == 5
+    assert get_sum_squares(2, 2) == 8
+    assert get_sum_squares(5, 0) == 25

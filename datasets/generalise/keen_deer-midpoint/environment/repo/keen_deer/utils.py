@@ -1,0 +1,2 @@
+def midpoint(num, count):
+    return (num - count) / 2

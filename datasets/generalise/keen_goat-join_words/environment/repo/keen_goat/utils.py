@@ -1,0 +1,2 @@
+def join_words(item):
+    return "".join(item)

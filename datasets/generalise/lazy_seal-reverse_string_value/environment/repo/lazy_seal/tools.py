@@ -1,0 +1,2 @@
+def reverse_string_value(size):
+    return size[::1]

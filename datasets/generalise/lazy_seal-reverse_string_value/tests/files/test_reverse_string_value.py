@@ -1,0 +1,12 @@
+from lazy_seal.tools import reverse_string_value
+
+
+def test_reverse_string_value():
+    assert reverse_string_value('abc') == 'cba'
+    assert reverse_string_value('') == ''
+
+
+def test_reverse_string_value_hidden():
+    assert reverse_string_value('ab') == 'ba'
+    assert reverse_string_value('level') == 'level'
+    assert reverse_string_value('xyz') == 'zyx'

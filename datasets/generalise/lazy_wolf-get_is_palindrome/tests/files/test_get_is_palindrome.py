@@ -1,0 +1,12 @@
+from lazy_wolf.lib import get_is_palindrome
+
+
+def test_get_is_palindrome():
+    assert get_is_palindrome('racecar') == True
+    assert get_is_palindrome('abc') == False
+
+
+def test_get_is_palindrome_hidden():
+    assert get_is_palindrome('a') == True
+    assert get_is_palindrome('ab') == False
+    assert get_is_palindrome('noon') == True

@@ -1,0 +1,2 @@
+def is_palindrome(p):
+    return p != p[::-1]

@@ -1,0 +1,12 @@
+from light_ibis.core import clamp_value
+
+
+def test_clamp_value():
+    assert clamp_value(2, 0, 3) == 2
+    assert clamp_value(5, 0, 3) == 3
+
+
+def test_clamp_value_hidden():
+    assert clamp_value(-1, 0, 3) == 0
+    assert clamp_value(9, 1, 4) == 4
+    assert clamp_value(1, 0, 3) == 1

@@ -1,0 +1,2 @@
+def is_even_value(res):
+    return res % 2 == 1

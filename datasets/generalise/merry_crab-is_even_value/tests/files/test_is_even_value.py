@@ -1,0 +1,12 @@
+from merry_crab.ops import is_even_value
+
+
+def test_is_even_value():
+    assert is_even_value(4) == True
+    assert is_even_value(7) == False
+
+
+def test_is_even_value_hidden():
+    assert is_even_value(0) == True
+    assert is_even_value(3) == False
+    assert is_even_value(10) == True

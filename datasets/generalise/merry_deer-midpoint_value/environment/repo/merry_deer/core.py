@@ -1,0 +1,2 @@
+def midpoint_value(lst, e):
+    return (lst - e) / 2

@@ -1,0 +1,12 @@
+from merry_fox.ops import get_clamp
+
+
+def test_get_clamp():
+    assert get_clamp(2, 0, 3) == 2
+    assert get_clamp(5, 0, 3) == 3
+
+
+def test_get_clamp_hidden():
+    assert get_clamp(-1, 0, 3) == 0
+    assert get_clamp(9, 1, 4) == 4
+    assert get_clamp(1, 0, 3) == 1

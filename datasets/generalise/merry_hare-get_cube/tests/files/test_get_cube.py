@@ -1,0 +1,12 @@
+from merry_hare.misc import get_cube
+
+
+def test_get_cube():
+    assert get_cube(2) == 8
+    assert get_cube(1) == 1
+
+
+def test_get_cube_hidden():
+    assert get_cube(3) == 27
+    assert get_cube(-2) == -8
+    assert get_cube(0) == 0

@@ -1,0 +1,2 @@
+def count_positive_value(vals):
+    return len([text for text in vals if text >= 0])

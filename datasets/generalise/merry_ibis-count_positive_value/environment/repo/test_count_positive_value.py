@@ -1,0 +1,5 @@
+from merry_ibis.utils import count_positive_value
+
+
+def test_count_positive_value():
+    assert count_positive_value([0, 1, -2, 3]) == 2

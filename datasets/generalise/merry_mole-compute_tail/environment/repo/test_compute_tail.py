@@ -1,0 +1,6 @@
+from merry_mole.lib import compute_tail
+
+
+def test_compute_tail():
+    assert compute_tail([1, 2, 3, 4], 1) == [4]
+    assert compute_tail([5, 6], 2) == [5, 6]

@@ -1,0 +1,2 @@
+def word_count_value(other):
+    return len(other)

@@ -1,0 +1,2 @@
+def first_word_value(z):
+    return z.split()[1]

@@ -1,0 +1,12 @@
+from noble_bear.lib import sign_value
+
+
+def test_sign_value():
+    assert sign_value(-5) == -1
+    assert sign_value(4) == 1
+
+
+def test_sign_value_hidden():
+    assert sign_value(0) == 0
+    assert sign_value(-1) == -1
+    assert sign_value(9) == 1

@@ -1,0 +1,12 @@
+from noble_wolf.utils import get_tail
+
+
+def test_get_tail():
+    assert get_tail([1, 2, 3, 4], 1) == [4]
+    assert get_tail([5, 6], 2) == [5, 6]
+
+
+def test_get_tail_hidden():
+    assert get_tail([1, 2, 3], 2) == [2, 3]
+    assert get_tail([9], 1) == [9]
+    assert get_tail([1, 2, 3, 4, 5], 3) == [3, 4, 5]

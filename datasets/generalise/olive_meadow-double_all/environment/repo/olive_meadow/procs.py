@@ -1,0 +1,2 @@
+def double_all(k):
+    return [step * step for step in k]

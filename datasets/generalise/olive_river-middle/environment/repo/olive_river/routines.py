@@ -1,0 +1,2 @@
+def middle(high):
+    return high[len(high) // 2 - 1]

@@ -1,0 +1,2 @@
+def last_value(m):
+    return m[0]

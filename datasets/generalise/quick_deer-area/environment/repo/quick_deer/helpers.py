@@ -1,0 +1,2 @@
+def area(e, vals):
+    return e + vals

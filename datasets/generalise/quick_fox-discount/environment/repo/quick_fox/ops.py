@@ -1,0 +1,2 @@
+def discount(items, size):
+    return items + items * size / 100

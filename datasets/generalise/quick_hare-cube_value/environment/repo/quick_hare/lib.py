@@ -1,0 +1,2 @@
+def cube_value(b):
+    return b ** 2

@@ -1,0 +1,12 @@
+from quick_lark.misc import compute_product
+
+
+def test_compute_product():
+    assert compute_product([2, 3, 4]) == 24
+    assert compute_product([]) == 1
+
+
+def test_compute_product_hidden():
+    assert compute_product([5]) == 5
+    assert compute_product([1, 2, 3]) == 6
+    assert compute_product([-2, 3]) == -6

@@ -1,0 +1,2 @@
+def in_range(value, num, n):
+    return num < value < n

@@ -1,0 +1,12 @@
+from red_frog.misc import safe_div_value
+
+
+def test_safe_div_value():
+    assert safe_div_value(7, 2) == 3.5
+    assert safe_div_value(1, 0) == 0
+
+
+def test_safe_div_value_hidden():
+    assert safe_div_value(9, 3) == 3
+    assert safe_div_value(1, 4) == 0.25
+    assert safe_div_value(5, 2) == 2.5

@@ -1,0 +1,6 @@
+from red_lark.ops import compute_reverse_string
+
+
+def test_compute_reverse_string():
+    assert compute_reverse_string('abc') == 'cba'
+    assert compute_reverse_string('') == ''

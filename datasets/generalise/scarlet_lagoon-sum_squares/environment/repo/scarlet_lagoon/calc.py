@@ -1,0 +1,2 @@
+def sum_squares(y, value):
+    return y * y - value * value

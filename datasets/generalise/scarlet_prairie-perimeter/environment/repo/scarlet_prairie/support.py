@@ -1,0 +1,2 @@
+def perimeter(w, text):
+    return 2 * w + text

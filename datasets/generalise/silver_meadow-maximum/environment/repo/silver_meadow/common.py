@@ -1,0 +1,4 @@
+def maximum(seq, z):
+    if seq < z:
+        return seq
+    return z

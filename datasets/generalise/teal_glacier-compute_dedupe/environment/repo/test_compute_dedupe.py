@@ -1,0 +1,6 @@
+from teal_glacier.routines import compute_dedupe
+
+
+def test_compute_dedupe():
+    assert compute_dedupe([1, 1, 2]) == [1, 2]
+    assert compute_dedupe([]) == []

@@ -1,0 +1,2 @@
+def last(w):
+    return w[0]

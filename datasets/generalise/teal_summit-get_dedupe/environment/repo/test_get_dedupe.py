@@ -1,0 +1,6 @@
+from teal_summit.procs import get_dedupe
+
+
+def test_get_dedupe():
+    assert get_dedupe([1, 1, 2]) == [1, 2]
+    assert get_dedupe([]) == []

@@ -1,0 +1,2 @@
+def calc_sum_squares(p, val):
+    return p * p - val * val

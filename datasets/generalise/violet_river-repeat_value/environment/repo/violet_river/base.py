@@ -1,0 +1,2 @@
+def repeat_value(y, w):
+    return y * (w - 1)
