@@ -60,11 +60,23 @@ def seed_env(tiny_model):
     tmp.chmod(0o755)
     task_root, roll_root = tmp / "task-root", tmp / "ROLL"
     roll_root.mkdir()
-    # what `prepare_sandbox.py --task DIR --task-id ID` leaves: a published-layout task under the task root
-    dest = task_root / "assets" / "harbor-tasks" / PUBLISHED
-    shutil.copytree(REPO / "datasets" / "micro" / "clamp", dest)
-    toml = dest / "task.toml"
+    # a local Harbor dataset holding a published-layout task, fetched by the seed's own command line:
+    # `prepare_sandbox.py --task ROOT --task-id ID` (--source: the dataset folder; --rock-root/--wheel recorded)
+    source = tmp / "harbor-dataset"
+    shutil.copytree(REPO / "datasets" / "micro" / "clamp", source / PUBLISHED)
+    toml = source / PUBLISHED / "task.toml"
     toml.write_text(toml.read_text().replace('name = "lts-micro/clamp"', f'name = "demo/{PUBLISHED}"'))
+    rock_root, wheel = tmp / "ROCK", tmp / "rl_rock-1.11.0-py3-none-any.whl"
+    rock_root.mkdir()
+    wheel.write_bytes(b"")
+    r = subprocess.run([str(REPO / ".venv-control" / "bin" / "python"), "prepare_sandbox.py", "--rock-root", str(rock_root),
+                        "--task", str(task_root), "--task-id", PUBLISHED, "--source", str(source), "--wheel", str(wheel)],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    dest = task_root / "assets" / "harbor-tasks" / PUBLISHED
+    assert (dest / "task.toml").read_bytes() == toml.read_bytes()
+    man = json.loads((task_root / "sandbox-preparation" / "manifest.json").read_text())
+    assert PUBLISHED in json.dumps(man["fetched"]) and str(rock_root) in json.dumps(man), man
     try:
         yield tmp, task_root, roll_root
     finally:
