@@ -72,7 +72,7 @@ ensure_uv() {
   if [[ -z "$UV" ]]; then
     echo "[setup] installing uv $want (requirements/uv.txt) into .uv/"
     rm -rf "$ROOT/.uv"
-    local pipargs=(install -q --disable-pip-version-check --no-warn-script-location)
+    local pipargs=(install -q --disable-pip-version-check --no-warn-script-location --root-user-action=ignore)
     [[ -z "${LTS_WHEELS:-}" ]] || pipargs+=(--no-index --find-links "$LTS_WHEELS")
     if "$py" -m pip --version >/dev/null 2>&1; then
       "$py" -m pip "${pipargs[@]}" --target "$ROOT/.uv" -r requirements/uv.txt || die "could not install uv with $py -m pip (see above)"
@@ -86,7 +86,9 @@ ensure_uv() {
     UV="$ROOT/.uv/bin/uv"
     [[ -x "$UV" ]] || die "uv was installed but $UV is missing"
   fi
-  export UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1
+  # bytecode compiled at install time (as pip does): without it every later process compiles torch/transformers
+  # sources again (measured: `import torch, transformers, peft` 14.7 s CPU instead of 6.2 s)
+  export UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1 UV_COMPILE_BYTECODE="${UV_COMPILE_BYTECODE:-1}"
   if [[ -n "${LTS_WHEELS:-}" ]]; then
     UV_IDX=(--offline --no-index --find-links "$LTS_WHEELS")
   else
