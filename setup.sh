@@ -86,9 +86,9 @@ ensure_uv() {
     UV="$ROOT/.uv/bin/uv"
     [[ -x "$UV" ]] || die "uv was installed but $UV is missing"
   fi
-  # bytecode compiled at install time (as pip does): without it every later process compiles torch/transformers
-  # sources again (measured: `import torch, transformers, peft` 14.7 s CPU instead of 6.2 s)
-  export UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1 UV_COMPILE_BYTECODE="${UV_COMPILE_BYTECODE:-1}"
+  # no bytecode for every file at install time (UV_COMPILE_BYTECODE=1 does that, as pip does: +100 s of CPU on 2
+  # cores); the import checks below write the .pyc of what the project imports (report: PYTHONDONTWRITEBYTECODE unset)
+  export UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1
   if [[ -n "${LTS_WHEELS:-}" ]]; then
     UV_IDX=(--offline --no-index --find-links "$LTS_WHEELS")
   else
@@ -195,7 +195,7 @@ make_venv() {
 
 report() {  # report NAME OUT_JSON MODULE...: import check, printed and written to OUT_JSON, with the
   local name="$1" out="$2"; shift 2  # sections set-up left in .venv-NAME/.setup-*.json merged in
-  "$ROOT/.venv-$name/bin/python" - "$name" "$out" "$@" <<'EOF'
+  env -u PYTHONDONTWRITEBYTECODE "$ROOT/.venv-$name/bin/python" - "$name" "$out" "$@" <<'EOF'
 import glob, importlib, json, os, platform, sys
 name, out, mods = sys.argv[1], sys.argv[2], sys.argv[3:]
 if os.environ.get("LTS_TORCH_INDEX") == "none":  # set up without torch on purpose
@@ -382,7 +382,7 @@ setup_runtime() {  # setup_runtime [--gpu-check]
       echo "[setup] tiny default model present: models/qwen3-tiny-xs (local/qwen3-tiny-xs)"
     else
       echo "[setup] creating the tiny default model (offline, seconds)"
-      .venv-runtime/bin/python -m services.models make-tiny --register >/dev/null
+      env -u PYTHONDONTWRITEBYTECODE .venv-runtime/bin/python -m services.models make-tiny --register >/dev/null
       echo "[setup] created models/qwen3-tiny-xs, registered as local/qwen3-tiny-xs in hf-home/"
     fi
   fi
