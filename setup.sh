@@ -232,6 +232,12 @@ EOF
 }
 
 setup_control() {
+  local rep="$ROOT/.venv-control/import-check.json"
+  if [[ -f "$rep" && "$(cat "$ROOT/.venv-control/.lts-installed" 2>/dev/null)" == "$(venv_stamp requirements/control.txt)" ]] \
+     && grep -q '"ok": true' "$rep" && [[ "$rep" -nt "$ROOT/.venv-control/.lts-installed" ]]; then
+    echo "[setup] .venv-control is up to date and passed its import check (.venv-control/import-check.json)"
+    return 0
+  fi
   make_venv control requirements/control.txt
   report control "$ROOT/.venv-control/import-check.json" tinker tinker_cookbook torch transformers rock docker fastapi uvicorn httpx yaml pytest matplotlib services.common cookbook \
     || die "control environment check failed (see the report above: .venv-control/import-check.json)"
@@ -279,6 +285,11 @@ setup_runtime_inherit() {  # setup_runtime_inherit BASE_PYTHON
   fi
   grep -q '^include-system-site-packages = true' "$venv/pyvenv.cfg" \
     || die ".venv-runtime exists without the base's site-packages: remove it (rm -rf .venv-runtime) and re-run"
+  # a base that is itself a venv (a GPU image's /opt/.../.venv): --system-site-packages reaches only the interpreter
+  # under it, so its site-packages are listed in a .pth too (after the runtime's own, before the system's)
+  "$base" -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
+    > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/lts-base-site.pth" \
+    || die "could not list $base's site-packages"
   # the lock minus what the base has: protected packages at any version, the others at the pinned version
   "$base" - "$req" "$before" > "$venv/.requirements-inherit.txt" <<'EOF' || die "could not filter $req"
 import importlib.metadata as md, json, re, sys
@@ -297,7 +308,9 @@ for line in open(sys.argv[1]):
 EOF
   echo "[setup] adding $(grep -cv '^#' "$venv/.requirements-inherit.txt") of $(grep -c '==' "$req") pinned packages (the rest come from the base)"
   uvpip "$venv/bin/python" --no-deps -r "$venv/.requirements-inherit.txt" || die "uv pip install (inherited runtime) failed"
-  uvpip "$venv/bin/python" --no-deps --no-build-isolation -e . || die "could not install the project into .venv-runtime"
+  # the project by a .pth file (what an editable install amounts to here): no build backend needed, works offline
+  "$venv/bin/python" -c 'import sys, sysconfig; open(sysconfig.get_paths()["purelib"] + "/lts-project.pth", "w").write(sys.argv[1] + "\n")' "$ROOT" \
+    || die "could not add the project to .venv-runtime"
   runtime_extras
   local after
   after="$(protected_snapshot "$venv/bin/python")"

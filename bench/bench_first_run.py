@@ -68,6 +68,7 @@ def main() -> int:
         ap.error("--port and --admin-port go together")
 
     work = Path(tempfile.mkdtemp(prefix="lts-first-run-"))
+    work.chmod(0o755)  # the sandboxes' uid must search the clone's state/ (as in a user's home checkout)
     clone = work / "repo"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_CACHE", "UV_", "LTS_", "VIRTUAL_ENV"))}
     env.update(UV_CACHE_DIR=str(work / "uv-cache"), PIP_NO_CACHE_DIR="1")  # empty caches: a fresh machine
