@@ -384,6 +384,13 @@ setup_runtime() {  # setup_runtime [--gpu-check]
     "$base" -c 'import torch' 2>/dev/null || die "LTS_INHERIT=1: $base has no torch to inherit (set PYTHON to the image's Python)"
     setup_runtime_inherit "$base"
   else
+    local rep="$ROOT/.venv-runtime/setup-public-runtime.json"
+    if [[ -f "$rep" && "$(cat "$ROOT/.venv-runtime/.lts-installed" 2>/dev/null)" == "$(venv_stamp requirements/runtime.txt)" ]] \
+       && grep -q '"ok": true' "$rep" && [[ "$rep" -nt "$ROOT/.venv-runtime/.lts-installed" && "$gpu_check_wanted" == 0 ]] \
+       && ! has_gpu && [[ -z "${LTS_RUNTIME_EXTRA:-}" && -f models/qwen3-tiny-xs/config.json ]]; then
+      echo "[setup] .venv-runtime is up to date and passed its import check (.venv-runtime/setup-public-runtime.json)"
+      return 0
+    fi
     make_venv runtime requirements/runtime.txt
     if has_gpu || [[ -n "${LTS_RUNTIME_EXTRA:-}" ]]; then ensure_uv; runtime_extras; fi
   fi
