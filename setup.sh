@@ -290,23 +290,32 @@ setup_runtime_inherit() {  # setup_runtime_inherit BASE_PYTHON
   "$base" -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
     > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/lts-base-site.pth" \
     || die "could not list $base's site-packages"
-  # the lock minus what the base has: protected packages at any version, the others at the pinned version
-  "$base" - "$req" "$before" > "$venv/.requirements-inherit.txt" <<'EOF' || die "could not filter $req"
+  # the lock minus what the base has (at any version: the image's stack wins; the differences are recorded) and
+  # minus LTS_RUNTIME_SKIP (names of packages not wanted here, e.g. ray where the Ray runtime is not used)
+  "$base" - "$req" "${LTS_RUNTIME_SKIP:-}" "$venv/.setup-inherited.json" > "$venv/.requirements-inherit.txt" <<'EOF' || die "could not filter $req"
 import importlib.metadata as md, json, re, sys
 norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()  # noqa: E731
-protected = set(json.loads(sys.argv[2]))
-have = {norm(d.metadata["Name"] or ""): d.version for d in md.distributions()}
+skip = {norm(n) for n in sys.argv[2].split()}
+have = {}
+for d in md.distributions():
+    have.setdefault(norm(d.metadata["Name"] or ""), d.version)
+rec = {"kept_from_base": {}, "skipped": sorted(skip), "added": {}}
 for line in open(sys.argv[1]):
     m = re.match(r"^([A-Za-z0-9_.\-]+)==([^\s;#]+)", line)
     if not m:
         continue
-    name = norm(m.group(1))
-    if name in protected or have.get(name) == m.group(2):
-        print(f"# kept from the base: {line.strip()} (base: {have.get(name)})")
+    name, pin = norm(m.group(1)), m.group(2)
+    if name in skip:
+        print(f"# skipped (LTS_RUNTIME_SKIP): {line.strip()}")
+    elif name in have:
+        print(f"# kept from the base: {line.strip()} (base: {have[name]})")
+        rec["kept_from_base"][name] = {"pinned": pin, "base": have[name]}
     else:
         print(line.strip())
+        rec["added"][name] = pin
+json.dump(rec, open(sys.argv[3], "w"), indent=1)
 EOF
-  echo "[setup] adding $(grep -cv '^#' "$venv/.requirements-inherit.txt") of $(grep -c '==' "$req") pinned packages (the rest come from the base)"
+  echo "[setup] adding $(grep -cv '^#' "$venv/.requirements-inherit.txt") of $(grep -c '==' "$req") pinned packages (the rest come from the base$([[ -z "${LTS_RUNTIME_SKIP:-}" ]] || echo "; skipped: $LTS_RUNTIME_SKIP"))"
   uvpip "$venv/bin/python" --no-deps -r "$venv/.requirements-inherit.txt" || die "uv pip install (inherited runtime) failed"
   # the project by a .pth file (what an editable install amounts to here): no build backend needed, works offline
   "$venv/bin/python" -c 'import sys, sysconfig; open(sysconfig.get_paths()["purelib"] + "/lts-project.pth", "w").write(sys.argv[1] + "\n")' "$ROOT" \
