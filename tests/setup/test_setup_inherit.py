@@ -79,8 +79,9 @@ def _setup(repo, env, *args):
 
 
 def _site(base) -> str:
-    return subprocess.run([str(base / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    return subprocess.run([str(base / "bin" / "python"), "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 def test_runtime_inherits_the_base_stack_and_records_it(world):
