@@ -335,7 +335,7 @@ EOF
     report runtime "$venv/setup-public-runtime.json" torch >/dev/null 2>&1 || true
     die "a protected package of the base changed in .venv-runtime: $("$base" -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["changed"]))' "$venv/.setup-protected.json") (before/after: .venv-runtime/setup-public-runtime.json). Remove what replaced it, or rm -rf .venv-runtime and re-run"
   fi
-  echo "[setup] protected packages unchanged: $("$base" -c 'import json, sys; print(", ".join(f"{k} {v[\"version\"]}" for k, v in json.load(open(sys.argv[1]))["after"].items()) or "none present")' "$venv/.setup-protected.json")"
+  echo "[setup] protected packages unchanged: $("$base" -c 'import json, sys; print(", ".join("%s %s" % (k, v["version"]) for k, v in json.load(open(sys.argv[1]))["after"].items()) or "none present")' "$venv/.setup-protected.json")"
 }
 
 gpu_check() {  # a small CUDA check on the visible GPU, recorded in .venv-runtime/.setup-gpu-check.json
