@@ -21,7 +21,12 @@ import pytest
 
 from helpers import REPO
 
-TORCH = "torch==2.13.0"
+
+def _torch_pin() -> str:
+    """The exact torch build set-up put in .venv-runtime (2.13.0+cpu here): never PyPI's CUDA build by accident."""
+    out = subprocess.run([str(REPO / ".venv-runtime" / "bin" / "python"), "-c",
+                          "import importlib.metadata as m; print(m.version('torch'))"], capture_output=True, text=True)
+    return f"torch=={out.stdout.strip() or '2.13.0'}"
 
 
 def _uv() -> str:
@@ -65,7 +70,7 @@ def world(tmp_path_factory):
                         text=True, check=True).stdout.strip() + "/bin/python3"
     subprocess.run([uv, "venv", "-q", "--seed", "--python", py, str(base)], check=True)
     subprocess.run([uv, "pip", "install", "-q", "--python", str(base / "bin" / "python"), *_pip_index_args(),
-                    "--no-deps", TORCH, "six==1.16.0", "setuptools", "filelock", "typing-extensions", "sympy",
+                    "--no-deps", _torch_pin(), "six==1.16.0", "setuptools", "filelock", "typing-extensions", "sympy",
                     "mpmath", "networkx", "jinja2", "markupsafe", "fsspec"], check=True)
     env = dict(os.environ, PYTHON=str(base / "bin" / "python"), LTS_INHERIT="1", LTS_UV=uv,
                LTS_PROTECTED_PACKAGES="torch six", LTS_SKIP_MODEL="1")
