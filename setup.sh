@@ -1,138 +1,209 @@
 #!/usr/bin/env bash
-# Set up the project's two Python environments (idempotent; safe to re-run).
+# Set up the project's Python environments (idempotent; safe to re-run). Installs go through uv (pinned in
+# requirements/uv.txt, put in .uv/ from PyPI at the first run): a fresh machine needs about a minute, not minutes.
 #
 #   bash setup.sh control   # .venv-control: tinker SDK, tinker-cookbook, rl-rock, sandbox manager, recipes, tests
-#   bash setup.sh runtime   # .venv-runtime: torch, transformers, peft, FastAPI backend + the tiny default model
+#                           #   report: .venv-control/import-check.json
+#   bash setup.sh runtime [--gpu-check]
+#                           # .venv-runtime: torch, transformers, peft, FastAPI backend + the tiny default model.
+#                           #   On a GPU host whose Python already has torch it INHERITS that stack
+#                           #   (--system-site-packages), adds only what is missing, and fails if a protected package
+#                           #   (torch, vllm, triton, CUDA libs: LTS_PROTECTED_PACKAGES) changed version or path.
+#                           #   --gpu-check: a small CUDA check on the visible GPU (fails on a host without one).
+#                           #   report: .venv-runtime/setup-public-runtime.json
 #   bash setup.sh agent     # .venv-agent: mini-swe-agent (unmodified) for agents inside sandboxes (docs/modelservice.md)
 #   bash setup.sh system    # Debian packages the sandboxes need (bubblewrap, ...); needs root
-#   bash setup.sh all       # system (if root) + sandbox host check + control + runtime + agent
+#   bash setup.sh all       # system (if root) + sandbox host check + control + runtime + agent, each phase timed
 #   bash setup.sh check     # can the local sandboxes (bubblewrap, user namespaces) run here? says the fix if not
 #   bash setup.sh docker    # docker.io + dockerd (if none runs) + the offline base image (root; docker-stop stops it)
 #   bash setup.sh harbor    # .venv-harbor: Harbor's own runner (Python 3.12), an outside check of the sandboxes
 #   bash setup.sh rock      # .venv-rock: a real ROCK admin (rl-rock[admin], Python 3.11) for tests/rockhost (docs/sandbox.md)
 #
-# Each step ends with a JSON report of what is installed and whether it imports.
+# Each step ends with a JSON report of what is installed and whether it imports. docs/setup.md has the details.
 # Environment: PYTHON (interpreter for the venvs: 3.11-3.13; default python3.11), LTS_TORCH_INDEX (torch build:
-# auto | URL | pypi | none, see install_torch), LTS_SKIP_MODEL=1 (no tiny model), LTS_SKIP_SANDBOX_CHECK=1.
+# auto | URL | pypi | none, see install_torch), LTS_SKIP_MODEL=1 (no tiny model), LTS_SKIP_SANDBOX_CHECK=1,
+# LTS_INHERIT (runtime over the base Python's torch: auto | 1 | 0), LTS_PROTECTED_PACKAGES, LTS_WHEELS (install
+# offline from this folder of wheels alone), LTS_RUNTIME_EXTRA (more requirement files for .venv-runtime),
+# UV_CACHE_DIR (uv's cache; default ~/.cache/uv) and uv's other UV_* settings.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT="$(pwd)"
+T_START=$SECONDS
 
 usage() { awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; }
 
 die() { echo "setup.sh: error: $*" >&2; exit 1; }
 
-find_python() {  # an interpreter 3.11-3.13 with venv + ensurepip (installs python3-venv on Debian when root)
+phase() {  # phase NAME CMD...: a progress line before, and one with its time after
+  local name="$1" t0=$SECONDS; shift
+  echo "[setup] >> $name"
+  "$@"
+  echo "[setup] << $name: $((SECONDS - t0)) s (set-up so far: $((SECONDS - T_START)) s)"
+}
+
+find_python() {  # prints the absolute path of an interpreter 3.11-3.13
   local cand="${PYTHON:-}" c
   if [[ -z "$cand" ]]; then
     for c in python3.11 "$HOME/.pyenv/versions/3.11.7/bin/python3.11" python3.12 python3.13 python3; do
       if command -v "$c" >/dev/null 2>&1; then cand="$c"; break; fi
     done
   fi
-  [[ -n "$cand" ]] || die "no Python found: install Python 3.11, 3.12 or 3.13 (Debian/Ubuntu: apt-get install python3 python3-venv), or set PYTHON=/path/to/python3"
+  [[ -n "$cand" ]] || die "no Python found: install Python 3.11, 3.12 or 3.13 (Debian/Ubuntu: apt-get install python3 python3-pip), or set PYTHON=/path/to/python3"
   local ver
   ver="$("$cand" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" || die "$cand does not run"
   case "$ver" in
     3.11|3.12|3.13) ;;
     *) die "$cand is Python $ver; this project supports Python 3.11-3.13 (set PYTHON=/path/to/python3.11)";;
   esac
-  if ! "$cand" -c 'import venv, ensurepip' 2>/dev/null; then
-    if [[ "$(id -u)" == "0" ]] && command -v apt-get >/dev/null 2>&1; then
-      echo "[setup] $cand lacks venv/ensurepip: apt-get install python3-venv python$ver-venv" >&2
-      { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null 2>&1
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python$ver-venv" >/dev/null 2>&1 || true; } >&2
+  "$cand" -c 'import sys; print(sys.executable)'
+}
+
+# --- uv: the installer (requirements/uv.txt), put in .uv/ by the interpreter's own pip ---------------------
+UV=""
+UV_IDX=()   # pip's configured index-url / find-links (pip.conf, PIP_* variables), passed on: uv does not read pip.conf
+ensure_uv() {
+  [[ -z "$UV" ]] || return 0
+  local want c py
+  want="$(sed -n -E 's/^uv==([^ ]+).*/\1/p' requirements/uv.txt)"
+  for c in "${LTS_UV:-}" "$ROOT/.uv/bin/uv"; do
+    if [[ -n "$c" && -x "$c" && "$("$c" --version 2>/dev/null | awk '{print $2}')" == "$want" ]]; then UV="$c"; break; fi
+  done
+  py="$(find_python)"
+  if [[ -z "$UV" ]]; then
+    echo "[setup] installing uv $want (requirements/uv.txt) into .uv/"
+    rm -rf "$ROOT/.uv"
+    local pipargs=(install -q --disable-pip-version-check --no-warn-script-location --root-user-action=ignore)
+    [[ -z "${LTS_WHEELS:-}" ]] || pipargs+=(--no-index --find-links "$LTS_WHEELS")
+    if "$py" -m pip --version >/dev/null 2>&1; then
+      "$py" -m pip "${pipargs[@]}" --target "$ROOT/.uv" -r requirements/uv.txt || die "could not install uv with $py -m pip (see above)"
+    else  # no pip in this Python: a small venv (ensurepip) holds uv
+      "$py" -c 'import venv, ensurepip' 2>/dev/null \
+        || die "$py has neither pip nor venv/ensurepip: run 'sudo apt-get install python3-pip' (or python3-venv), then re-run"
+      "$py" -m venv "$ROOT/.uv/venv" && "$ROOT/.uv/venv/bin/python" -m pip "${pipargs[@]}" -r requirements/uv.txt \
+        || die "could not install uv into .uv/venv"
+      mkdir -p "$ROOT/.uv/bin" && ln -sf ../venv/bin/uv "$ROOT/.uv/bin/uv"
     fi
-    "$cand" -c 'import venv, ensurepip' 2>/dev/null \
-      || die "$cand lacks venv/ensurepip: run 'sudo apt-get install python3-venv python$ver-venv' (Debian/Ubuntu), then re-run"
+    UV="$ROOT/.uv/bin/uv"
+    [[ -x "$UV" ]] || die "uv was installed but $UV is missing"
   fi
-  echo "$cand"
+  # no bytecode for every file at install time (UV_COMPILE_BYTECODE=1 does that, as pip does: +100 s of CPU on 2
+  # cores); the import checks below write the .pyc of what the project imports (report: PYTHONDONTWRITEBYTECODE unset)
+  export UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1
+  if [[ -n "${LTS_WHEELS:-}" ]]; then
+    UV_IDX=(--offline --no-index --find-links "$LTS_WHEELS")
+  else
+    local key val v
+    while read -r key val; do
+      for v in $val; do
+        case "$key" in
+          find-links) UV_IDX+=(--find-links "$v") ;;
+          index-url) UV_IDX+=(--index-url "$v") ;;
+        esac
+      done
+    done < <("$py" -m pip config list 2>/dev/null | sed -n -E "s/^[^.]*\.(find-links|index-url)='(.*)'$/\1 \2/p" | sort -u)
+  fi
+}
+
+uvpip() {  # uvpip VENV_PYTHON ARGS...: uv pip install into that environment, with pip's index settings
+  local vpy="$1"; shift
+  "$UV" pip install -q --python "$vpy" "${UV_IDX[@]}" "$@"
 }
 
 # --- torch: which build (docs: README "What set-up installs") ----------------------------------------
 # LTS_TORCH_INDEX picks where torch comes from:
-#   unset (auto)  GPU host (nvidia-smi lists a GPU): pip's default index, whose Linux torch is the CUDA build.
-#                 No GPU: a CPU build: the one pip finds already (a local wheel/mirror "+cpu" build), else
-#                 the PyTorch CPU index https://download.pytorch.org/whl/cpu (about 200 MB instead of several GB).
+#   unset (auto)  GPU host (nvidia-smi lists a GPU): the default index (PyPI), whose Linux torch is the CUDA build.
+#                 No GPU: a CPU build: the one the configured index / find-links already offer (a local
+#                 wheel/mirror "+cpu" build), else the PyTorch CPU index https://download.pytorch.org/whl/cpu
+#                 (about 200 MB instead of several GB).
 #   URL           that index (e.g. https://download.pytorch.org/whl/cu128 for another CUDA version, or a mirror)
-#   pypi          whatever pip's configured index gives (on x86 Linux: the CUDA build)
+#   pypi          whatever the configured index gives (on x86 Linux: the CUDA build)
 #   none          no torch at all (control environment only; nothing that imports torch will work)
 TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
 
+has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; }
+
 install_torch() {  # install_torch VENV_PYTHON PIN
-  local vpy="$1" pin="$2" choice="${LTS_TORCH_INDEX:-auto}" picked
+  local vpy="$1" pin="$2" choice="${LTS_TORCH_INDEX:-auto}" picked have
+  have="$("$vpy" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || true)"
+  if [[ -n "$have" && "${have%%+*}" == "${pin#torch==}" ]]; then echo "[setup] torch $have is installed"; return 0; fi
   case "$choice" in
     none) echo "[setup] LTS_TORCH_INDEX=none: not installing torch"; return 0 ;;
-    pypi) echo "[setup] installing $pin from pip's configured index (LTS_TORCH_INDEX=pypi)"
-          "$vpy" -m pip install -q "$pin" || die "could not install $pin from pip's configured index"; return 0 ;;
+    pypi) echo "[setup] installing $pin from the configured index (LTS_TORCH_INDEX=pypi)"
+          uvpip "$vpy" "$pin" || die "could not install $pin from the configured index"; return 0 ;;
     auto) ;;
     *) echo "[setup] installing $pin from $choice (LTS_TORCH_INDEX)"
-       "$vpy" -m pip install -q --index-url "$choice" "$pin" \
+       "$UV" pip install -q --python "$vpy" --index-url "$choice" "$pin" \
          || die "could not install $pin from $choice (LTS_TORCH_INDEX): check the URL, or unset it for the automatic choice"
        return 0 ;;
   esac
-  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-    echo "[setup] GPU found (nvidia-smi): installing $pin from pip's index (the CUDA build; set LTS_TORCH_INDEX to choose another)"
-    "$vpy" -m pip install -q "$pin" || die "could not install $pin (set LTS_TORCH_INDEX=<index URL> for a mirror)"
+  if has_gpu; then
+    echo "[setup] GPU found (nvidia-smi): installing $pin from the index (the CUDA build; set LTS_TORCH_INDEX to choose another)"
+    uvpip "$vpy" "$pin" || die "could not install $pin (set LTS_TORCH_INDEX=<index URL> for a mirror)"
     return 0
   fi
   if [[ "$(uname -s)/$(uname -m)" != Linux/x86_64 ]]; then  # PyPI's torch for other platforms is the CPU build
-    echo "[setup] no GPU ($(uname -s)/$(uname -m)): installing $pin from pip's index (a CPU build there)"
-    "$vpy" -m pip install -q "$pin" || die "could not install $pin"
+    echo "[setup] no GPU ($(uname -s)/$(uname -m)): installing $pin from the index (a CPU build there)"
+    uvpip "$vpy" "$pin" || die "could not install $pin"
     return 0
   fi
-  picked="$("$vpy" -m pip install -q --dry-run --no-deps --ignore-installed --report - "$pin" 2>/dev/null \
-    | "$vpy" -c 'import json, sys; print(json.load(sys.stdin)["install"][0]["metadata"]["version"])' 2>/dev/null || true)"
+  picked="$("$UV" pip install --dry-run --no-deps --python "$vpy" "${UV_IDX[@]}" "$pin" 2>&1 | sed -n -E 's/^ \+ torch==(.*)$/\1/p' | head -1)"
   if [[ "$picked" == *+cpu ]]; then
-    echo "[setup] no GPU: installing torch $picked (a CPU build pip already finds)"
-    "$vpy" -m pip install -q "$pin" || die "could not install $pin"
+    echo "[setup] no GPU: installing torch $picked (a CPU build the configured index or find-links offer)"
+    uvpip "$vpy" "$pin" || die "could not install $pin"
   else
-    echo "[setup] no GPU: installing $pin as the CPU build from $TORCH_CPU_INDEX (pip's own index offers ${picked:-nothing}, a CUDA build)"
-    local why="unreachable from here"
-    "$vpy" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=15)' "$TORCH_CPU_INDEX" 2>/dev/null \
-      && why="pip failed" && "$vpy" -m pip install -q --index-url "$TORCH_CPU_INDEX" "$pin" \
-      || die "could not install the CPU build of $pin from $TORCH_CPU_INDEX ($why). Set LTS_TORCH_INDEX to a reachable index or mirror that has it, or LTS_TORCH_INDEX=pypi to take pip's default (CUDA) build, several GB"
+    echo "[setup] no GPU: installing $pin as the CPU build from $TORCH_CPU_INDEX (the configured index offers ${picked:-nothing}, a CUDA build)"
+    "$UV" pip install -q --python "$vpy" --index-url "$TORCH_CPU_INDEX" "$pin" \
+      || die "could not install the CPU build of $pin from $TORCH_CPU_INDEX. Set LTS_TORCH_INDEX to a reachable index or mirror that has it, or LTS_TORCH_INDEX=pypi to take the default (CUDA) build, several GB"
   fi
 }
 
-# make_venv NAME REQUIREMENTS
+venv_stamp() {  # venv_stamp REQUIREMENTS EXTRA...: what an environment was installed from
+  (cat "$1" pyproject.toml requirements/uv.txt; shift; echo "$*"; [[ -z "${LTS_TORCH_INDEX:-}" ]] || echo "torch:$LTS_TORCH_INDEX") \
+    | sha256sum | cut -c1-16
+}
+
+# make_venv NAME REQUIREMENTS: a venv made by uv (pip seeded in it), the pinned requirements, the project (editable)
 make_venv() {
   local name="$1" req="$2" py venv stamp want
   venv="$ROOT/.venv-$name"
   stamp="$venv/.lts-installed"
-  want="$( (cat "$req" pyproject.toml; [[ -z "${LTS_TORCH_INDEX:-}" ]] || echo "torch:$LTS_TORCH_INDEX") | sha256sum | cut -c1-16)"
+  want="$(venv_stamp "$req")"
   if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$venv/bin/python" ]]; then
     echo "[setup] .venv-$name is up to date ($req unchanged)"
     return 0
   fi
+  ensure_uv
   py="$(find_python)"
   if [[ ! -x "$venv/bin/python" ]]; then
     echo "[setup] creating .venv-$name with $py"
-    "$py" -m venv "$venv"
+    "$UV" venv -q --seed --python "$py" "$venv" || die "uv venv $venv failed"
   fi
-  echo "[setup] installing $req into .venv-$name (this takes a few minutes the first time)"
-  "$venv/bin/python" -m pip install -q --upgrade pip
+  echo "[setup] installing $req into .venv-$name"
   # torch first and alone, pinned, so that no other package can pull a different (CUDA) build
   local torch_pin
   torch_pin="$(grep -E '^torch==' "$req" || true)"
   [[ -z "$torch_pin" ]] || install_torch "$venv/bin/python" "$torch_pin"
   if [[ "${LTS_TORCH_INDEX:-}" == "none" ]]; then  # the requirements are a full lock: install it without torch
     grep -vE '^torch==' "$req" > "$venv/.requirements-no-torch.txt"
-    "$venv/bin/python" -m pip install -q --no-deps -r "$venv/.requirements-no-torch.txt" || die "pip install -r $req (without torch) failed"
+    uvpip "$venv/bin/python" --no-deps -r "$venv/.requirements-no-torch.txt" || die "uv pip install -r $req (without torch) failed"
   else
-    "$venv/bin/python" -m pip install -q -r "$req" || die "pip install -r $req failed (see the messages above)"
+    uvpip "$venv/bin/python" -r "$req" || die "uv pip install -r $req failed (see the messages above)"
   fi
-  "$venv/bin/python" -m pip install -q --no-deps -e . || die "could not install the project into .venv-$name"
+  uvpip "$venv/bin/python" --no-deps -e . || die "could not install the project into .venv-$name"
   echo "$want" > "$stamp"
 }
 
-report() {  # report NAME MODULE...
-  local name="$1"; shift
-  "$ROOT/.venv-$name/bin/python" - "$name" "$@" <<'EOF'
-import importlib, json, os, platform, sys
-name, mods = sys.argv[1], sys.argv[2:]
+report() {  # report NAME OUT_JSON MODULE...: import check, printed and written to OUT_JSON, with the
+  local name="$1" out="$2"; shift 2  # sections set-up left in .venv-NAME/.setup-*.json merged in
+  env -u PYTHONDONTWRITEBYTECODE "$ROOT/.venv-$name/bin/python" - "$name" "$out" "$@" <<'EOF'
+import glob, importlib, json, os, platform, sys
+name, out, mods = sys.argv[1], sys.argv[2], sys.argv[3:]
 if os.environ.get("LTS_TORCH_INDEX") == "none":  # set up without torch on purpose
     mods = [m for m in mods if m != "torch"]
-rep = {"venv": f".venv-{name}", "python": platform.python_version(), "ok": True, "packages": {}}
+rep = {"venv": f".venv-{name}", "python": platform.python_version(), "executable": sys.executable,
+       "system_site_packages": sys.prefix != sys.base_prefix and any(p.startswith(sys.base_prefix) and "-packages" in p
+                                                                      for p in sys.path),
+       "ok": True, "packages": {}}
 for m in mods:
     try:
         mod = importlib.import_module(m)
@@ -144,46 +215,217 @@ try:
     import torch
     rep["torch_cuda"] = torch.cuda.is_available()
     rep["torch_build"] = torch.__version__
+    rep["torch_path"] = os.path.dirname(torch.__file__)
 except Exception:
     pass
+for part in sorted(glob.glob(os.path.join(os.path.dirname(out), ".setup-*.json"))):
+    key = os.path.basename(part)[len(".setup-"):-len(".json")].replace("-", "_")
+    with open(part) as f:
+        rep[key] = json.load(f)
+    if isinstance(rep[key], dict) and rep[key].get("ok") is False:
+        rep["ok"] = False
+with open(out, "w") as f:
+    json.dump(rep, f, indent=1)
 print(json.dumps(rep, indent=1))
 sys.exit(0 if rep["ok"] else 1)
 EOF
 }
 
 setup_control() {
+  local rep="$ROOT/.venv-control/import-check.json"
+  if [[ -f "$rep" && "$(cat "$ROOT/.venv-control/.lts-installed" 2>/dev/null)" == "$(venv_stamp requirements/control.txt)" ]] \
+     && grep -q '"ok": true' "$rep" && [[ "$rep" -nt "$ROOT/.venv-control/.lts-installed" ]]; then
+    echo "[setup] .venv-control is up to date and passed its import check (.venv-control/import-check.json)"
+    return 0
+  fi
   make_venv control requirements/control.txt
-  report control tinker tinker_cookbook torch transformers rock docker fastapi uvicorn httpx yaml pytest matplotlib services.common cookbook \
-    || die "control environment check failed (see the report above)"
+  report control "$ROOT/.venv-control/import-check.json" tinker tinker_cookbook torch transformers rock docker fastapi uvicorn httpx yaml pytest matplotlib services.common cookbook \
+    || die "control environment check failed (see the report above: .venv-control/import-check.json)"
 }
 
-setup_runtime() {
-  make_venv runtime requirements/runtime.txt
-  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+# --- runtime: its own stack, or the GPU image's inherited ------------------------------------------------
+# Protected packages (shell patterns over distribution names): an inherited runtime must leave their version and
+# path as the base Python has them. LTS_PROTECTED_PACKAGES replaces the list.
+PROTECTED_DEFAULT="torch torchvision torchaudio triton vllm xformers flashinfer* flash-attn transformer-engine* megatron-core apex deepspeed nvidia-* cuda-* cupy-*"
+
+protected_snapshot() {  # protected_snapshot PYTHON: {name: {version, path}} of the protected packages it imports
+  "$1" - "${LTS_PROTECTED_PACKAGES:-$PROTECTED_DEFAULT}" <<'EOF'
+import fnmatch, importlib.metadata as md, json, re, sys
+norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()  # noqa: E731
+pats = [norm(p) for p in sys.argv[1].split()]
+seen = {}
+for d in md.distributions():  # in sys.path order: the first of a name is the one imported
+    name = norm(d.metadata["Name"] or "")
+    if name and name not in seen and any(fnmatch.fnmatch(name, p) for p in pats):
+        seen[name] = {"version": d.version, "path": str(d.locate_file(""))}
+print(json.dumps(seen, sort_keys=True))
+EOF
+}
+
+runtime_extras() {  # the GPU kernels on a GPU host, then LTS_RUNTIME_EXTRA's files, into .venv-runtime (no deps)
+  local vpy="$ROOT/.venv-runtime/bin/python" f
+  if has_gpu; then
     echo "[setup] GPU found: installing requirements/gpu.txt (Liger fused training kernels) into .venv-runtime"
-    "$ROOT/.venv-runtime/bin/python" -m pip install -q --no-deps -r requirements/gpu.txt || die "pip install -r requirements/gpu.txt failed"
+    uvpip "$vpy" --no-deps -r requirements/gpu.txt || die "uv pip install -r requirements/gpu.txt failed"
   fi
-  report runtime torch transformers peft fastapi uvicorn tinker safetensors yaml services.backend \
-    || die "runtime environment check failed (see the report above)"
+  for f in ${LTS_RUNTIME_EXTRA:-}; do
+    [[ -f "$f" ]] || die "LTS_RUNTIME_EXTRA: no such requirements file: $f"
+    echo "[setup] installing $f into .venv-runtime (LTS_RUNTIME_EXTRA)"
+    uvpip "$vpy" --no-deps -r "$f" || die "uv pip install -r $f failed"
+  done
+}
+
+setup_runtime_inherit() {  # setup_runtime_inherit BASE_PYTHON
+  local base="$1" venv="$ROOT/.venv-runtime" req=requirements/runtime.txt before
+  echo "[setup] .venv-runtime inherits $base's stack ($("$base" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null || echo "no torch"))"
+  ensure_uv
+  before="$(protected_snapshot "$base")" || die "could not list $base's packages"
+  if [[ ! -x "$venv/bin/python" ]]; then
+    "$UV" venv -q --system-site-packages --python "$base" "$venv" || die "uv venv --system-site-packages failed"
+  fi
+  grep -q '^include-system-site-packages = true' "$venv/pyvenv.cfg" \
+    || die ".venv-runtime exists without the base's site-packages: remove it (rm -rf .venv-runtime) and re-run"
+  # a base that is itself a venv (a GPU image's /opt/.../.venv): --system-site-packages reaches only the interpreter
+  # under it, so its site-packages are listed in a .pth too (after the runtime's own, before the system's)
+  "$base" -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
+    > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/lts-base-site.pth" \
+    || die "could not list $base's site-packages"
+  # the lock minus what the base has (at any version: the image's stack wins; the differences are recorded) and
+  # minus LTS_RUNTIME_SKIP (names of packages not wanted here, e.g. ray where the Ray runtime is not used)
+  "$base" - "$req" "${LTS_RUNTIME_SKIP:-}" "$venv/.setup-inherited.json" > "$venv/.requirements-inherit.txt" <<'EOF' || die "could not filter $req"
+import importlib.metadata as md, json, re, sys
+norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()  # noqa: E731
+skip = {norm(n) for n in sys.argv[2].split()}
+have = {}
+for d in md.distributions():
+    have.setdefault(norm(d.metadata["Name"] or ""), d.version)
+rec = {"kept_from_base": {}, "skipped": sorted(skip), "added": {}}
+for line in open(sys.argv[1]):
+    m = re.match(r"^([A-Za-z0-9_.\-]+)==([^\s;#]+)", line)
+    if not m:
+        continue
+    name, pin = norm(m.group(1)), m.group(2)
+    if name in skip:
+        print(f"# skipped (LTS_RUNTIME_SKIP): {line.strip()}")
+    elif name in have:
+        print(f"# kept from the base: {line.strip()} (base: {have[name]})")
+        rec["kept_from_base"][name] = {"pinned": pin, "base": have[name]}
+    else:
+        print(line.strip())
+        rec["added"][name] = pin
+json.dump(rec, open(sys.argv[3], "w"), indent=1)
+EOF
+  echo "[setup] adding $(grep -cv '^#' "$venv/.requirements-inherit.txt") of $(grep -c '==' "$req") pinned packages (the rest come from the base$([[ -z "${LTS_RUNTIME_SKIP:-}" ]] || echo "; skipped: $LTS_RUNTIME_SKIP"))"
+  uvpip "$venv/bin/python" --no-deps -r "$venv/.requirements-inherit.txt" || die "uv pip install (inherited runtime) failed"
+  # the project by a .pth file (what an editable install amounts to here): no build backend needed, works offline
+  "$venv/bin/python" -c 'import sys, sysconfig; open(sysconfig.get_paths()["purelib"] + "/lts-project.pth", "w").write(sys.argv[1] + "\n")' "$ROOT" \
+    || die "could not add the project to .venv-runtime"
+  runtime_extras
+  local after
+  after="$(protected_snapshot "$venv/bin/python")"
+  "$base" - "$before" "$after" "${LTS_PROTECTED_PACKAGES:-$PROTECTED_DEFAULT}" "$base" > "$venv/.setup-protected.json" <<'EOF'
+import json, sys
+before, after = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+changed = {n: {"before": before.get(n), "after": after.get(n)} for n in sorted(set(before) | set(after))
+           if before.get(n) != after.get(n)}
+print(json.dumps({"ok": not changed, "base_python": sys.argv[4], "patterns": sys.argv[3].split(),
+                  "before": before, "after": after, "changed": changed}, indent=1))
+EOF
+  if ! grep -q '"ok": true' "$venv/.setup-protected.json"; then
+    report runtime "$venv/setup-public-runtime.json" torch >/dev/null 2>&1 || true
+    die "a protected package of the base changed in .venv-runtime: $("$base" -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["changed"]))' "$venv/.setup-protected.json") (before/after: .venv-runtime/setup-public-runtime.json). Remove what replaced it, or rm -rf .venv-runtime and re-run"
+  fi
+  echo "[setup] protected packages unchanged: $("$base" -c 'import json, sys; print(", ".join("%s %s" % (k, v["version"]) for k, v in json.load(open(sys.argv[1]))["after"].items()) or "none present")' "$venv/.setup-protected.json")"
+}
+
+gpu_check() {  # a small CUDA check on the visible GPU, recorded in .venv-runtime/.setup-gpu-check.json
+  local out="$ROOT/.venv-runtime/.setup-gpu-check.json"
+  "$ROOT/.venv-runtime/bin/python" - > "$out" <<'EOF' || true
+import json, os, time
+rep = {"ok": False, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+try:
+    import torch
+    rep.update(torch=torch.__version__, torch_cuda_build=torch.version.cuda)
+    if not torch.cuda.is_available():
+        rep["error"] = (f"no CUDA GPU is visible to torch {torch.__version__} (built for CUDA {torch.version.cuda}): "
+                        "--gpu-check needs a GPU host (check nvidia-smi, the driver and CUDA_VISIBLE_DEVICES)")
+    else:
+        t0 = time.perf_counter()
+        a = torch.randn(512, 512, device="cuda", dtype=torch.bfloat16)
+        got = (a @ a).float().cpu()
+        torch.cuda.synchronize()
+        ref = a.float().cpu() @ a.float().cpu()
+        err = float((got - ref).abs().max() / ref.abs().max())
+        p = torch.cuda.get_device_properties(0)
+        rep.update(ok=err < 0.05, device=p.name, device_count=torch.cuda.device_count(),
+                   capability=f"{p.major}.{p.minor}", memory_gib=round(p.total_memory / 2**30, 1),
+                   bf16_matmul_rel_err=round(err, 5), seconds=round(time.perf_counter() - t0, 3))
+        if err >= 0.05:
+            rep["error"] = f"bf16 matmul on the GPU disagrees with the CPU (relative error {err:.3g})"
+except Exception as e:  # noqa: BLE001
+    rep["error"] = f"{type(e).__name__}: {e}"
+print(json.dumps(rep, indent=1))
+EOF
+  if grep -q '"ok": true' "$out"; then
+    echo "[setup] GPU check passed: $(sed -n -E 's/^ "device": "(.*)",?$/\1/p' "$out")"
+  else
+    report runtime "$ROOT/.venv-runtime/setup-public-runtime.json" >/dev/null 2>&1 || true
+    die "GPU check failed: $(sed -n -E 's/^ "error": "(.*)",?$/\1/p' "$out") (report: .venv-runtime/setup-public-runtime.json)"
+  fi
+}
+
+setup_runtime() {  # setup_runtime [--gpu-check]
+  local gpu_check_wanted=0 a inherit="${LTS_INHERIT:-auto}" base
+  for a in "$@"; do
+    case "$a" in
+      --gpu-check) gpu_check_wanted=1 ;;
+      *) die "setup.sh runtime: unknown option '$a' (only --gpu-check)" ;;
+    esac
+  done
+  base="$(find_python)"
+  case "$inherit" in
+    auto) if has_gpu && "$base" -c 'import torch' >/dev/null 2>&1; then inherit=1; else inherit=0; fi ;;
+    1|0) ;;
+    *) die "LTS_INHERIT must be auto, 1 or 0 (not '$inherit')" ;;
+  esac
+  rm -f "$ROOT"/.venv-runtime/.setup-*.json
+  if [[ "$inherit" == 1 ]]; then
+    "$base" -c 'import torch' 2>/dev/null || die "LTS_INHERIT=1: $base has no torch to inherit (set PYTHON to the image's Python)"
+    setup_runtime_inherit "$base"
+  else
+    local rep="$ROOT/.venv-runtime/setup-public-runtime.json"
+    if [[ -f "$rep" && "$(cat "$ROOT/.venv-runtime/.lts-installed" 2>/dev/null)" == "$(venv_stamp requirements/runtime.txt)" ]] \
+       && grep -q '"ok": true' "$rep" && [[ "$rep" -nt "$ROOT/.venv-runtime/.lts-installed" && "$gpu_check_wanted" == 0 ]] \
+       && ! has_gpu && [[ -z "${LTS_RUNTIME_EXTRA:-}" && -f models/qwen3-tiny-xs/config.json ]]; then
+      echo "[setup] .venv-runtime is up to date and passed its import check (.venv-runtime/setup-public-runtime.json)"
+      return 0
+    fi
+    make_venv runtime requirements/runtime.txt
+    if has_gpu || [[ -n "${LTS_RUNTIME_EXTRA:-}" ]]; then ensure_uv; runtime_extras; fi
+  fi
+  [[ "$gpu_check_wanted" == 0 ]] || gpu_check
+  report runtime "$ROOT/.venv-runtime/setup-public-runtime.json" torch transformers peft fastapi uvicorn tinker safetensors yaml services.backend \
+    || die "runtime environment check failed (see the report above: .venv-runtime/setup-public-runtime.json)"
   if [[ "${LTS_SKIP_MODEL:-0}" != "1" ]]; then
     if [[ -f models/qwen3-tiny-xs/config.json && -d hf-home/hub/models--local--qwen3-tiny-xs ]]; then
       echo "[setup] tiny default model present: models/qwen3-tiny-xs (local/qwen3-tiny-xs)"
     else
       echo "[setup] creating the tiny default model (offline, seconds)"
-      .venv-runtime/bin/python -m services.models make-tiny --register >/dev/null
+      env -u PYTHONDONTWRITEBYTECODE .venv-runtime/bin/python -m services.models make-tiny --register >/dev/null
       echo "[setup] created models/qwen3-tiny-xs, registered as local/qwen3-tiny-xs in hf-home/"
     fi
   fi
 }
 
-setup_agent() {
-  [[ -x .venv-control/bin/python ]] || setup_control
-  local want; want="$(sha256sum requirements/agent.txt | cut -c1-16)"
+setup_agent() {  # .venv-agent (the interpreter the other venvs use; what `python -m cookbook.modelservice install-agent` makes)
+  local want; want="$( (cat requirements/agent.txt requirements/uv.txt) | sha256sum | cut -c1-16)"
   if [[ -f .venv-agent/.lts-installed && "$(cat .venv-agent/.lts-installed)" == "$want" ]]; then
     echo "[setup] .venv-agent is up to date"
   else
+    ensure_uv
     echo "[setup] installing requirements/agent.txt into .venv-agent (mini-swe-agent)"
-    .venv-control/bin/python -m cookbook.modelservice install-agent || die "could not create .venv-agent"
+    [[ -x .venv-agent/bin/python ]] || "$UV" venv -q --python "$(find_python)" .venv-agent || die "uv venv .venv-agent failed"
+    uvpip .venv-agent/bin/python -r requirements/agent.txt || die "could not install requirements/agent.txt into .venv-agent"
     echo "$want" > .venv-agent/.lts-installed
   fi
   printf '{"venv": ".venv-agent", "minisweagent": "%s"}\n' \
@@ -285,11 +527,11 @@ setup_harbor() {
       py=""
     done
     [[ -n "$py" ]] || die "Harbor needs Python >= 3.12 (set PYTHON312=/path/to/python3.12)"
-    [[ -x "$venv/bin/python" ]] || "$py" -m venv "$venv"
+    ensure_uv
+    [[ -x "$venv/bin/python" ]] || "$UV" venv -q --seed --python "$py" "$venv" || die "uv venv .venv-harbor failed"
     echo "[setup] installing requirements/harbor.txt into .venv-harbor (Harbor, ~470 MB)"
-    "$venv/bin/python" -m pip install -q --upgrade pip
-    "$venv/bin/python" -m pip install -q -r requirements/harbor.txt || die "pip install -r requirements/harbor.txt failed"
-    "$venv/bin/python" -m pip install -q --no-deps -e . || die "could not install the project into .venv-harbor"
+    uvpip "$venv/bin/python" -r requirements/harbor.txt || die "uv pip install -r requirements/harbor.txt failed"
+    uvpip "$venv/bin/python" --no-deps -e . || die "could not install the project into .venv-harbor"
     echo "$want" > "$venv/.lts-installed"
   fi
   printf '{"venv": ".venv-harbor", "harbor": "%s"}\n' \
@@ -307,9 +549,10 @@ setup_rock() {
       if [[ -n "$c" ]] && "$c" -c 'import sys; assert sys.version_info[:2] == (3, 11)' >/dev/null 2>&1; then py="$c"; break; fi
     done
     [[ -n "$py" ]] || die "rl-rock[admin] needs Python 3.11 (set PYTHON311=/path/to/python3.11)"
-    [[ -x "$venv/bin/python" ]] || "$py" -m venv "$venv"
+    ensure_uv
+    [[ -x "$venv/bin/python" ]] || "$UV" venv -q --seed --python "$py" "$venv" || die "uv venv .venv-rock failed"
     echo "[setup] installing requirements/rock.txt into .venv-rock (ROCK admin + Ray, ~1 GB)"
-    "$venv/bin/python" -m pip install -q --no-deps -r requirements/rock.txt || die "pip install -r requirements/rock.txt failed"
+    uvpip "$venv/bin/python" --no-deps -r requirements/rock.txt || die "uv pip install -r requirements/rock.txt failed"
     echo "$want" > "$venv/.lts-installed"
   fi
   printf '{"venv": ".venv-rock", "rl-rock": "%s"}\n' \
@@ -348,7 +591,7 @@ check_sandbox_host() {
 
 case "${1:-}" in
   control) setup_control ;;
-  runtime) setup_runtime ;;
+  runtime) shift; setup_runtime "$@" ;;
   system) setup_system ;;
   agent) setup_agent ;;
   docker) setup_docker ;;
@@ -357,9 +600,13 @@ case "${1:-}" in
   rock) setup_rock ;;
   docker-stop) docker_stop ;;
   all)
-    if [[ "$(id -u)" == "0" ]]; then setup_system; else echo "[setup] not root: skipping system packages (run: sudo bash setup.sh system)"; fi
-    check_sandbox_host
-    setup_control; setup_runtime; setup_agent ;;
+    if [[ "$(id -u)" == "0" ]]; then phase "system packages" setup_system; else echo "[setup] not root: skipping system packages (run: sudo bash setup.sh system)"; fi
+    phase "sandbox host check" check_sandbox_host
+    phase "uv" ensure_uv
+    phase "control environment (.venv-control)" setup_control
+    phase "runtime environment (.venv-runtime) + tiny model" setup_runtime
+    phase "agent environment (.venv-agent)" setup_agent
+    echo "[setup] all done in $((SECONDS - T_START)) s" ;;
   -h|--help|help) usage ;;
   *) usage; exit 2 ;;
 esac
