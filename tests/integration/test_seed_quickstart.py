@@ -69,8 +69,9 @@ def seed_env(tiny_model):
     rock_root, wheel = tmp / "ROCK", tmp / "rl_rock-1.11.0-py3-none-any.whl"
     rock_root.mkdir()
     wheel.write_bytes(b"")
-    r = subprocess.run([str(REPO / ".venv-control" / "bin" / "python"), "prepare_sandbox.py", "--rock-root", str(rock_root),
-                        "--task", str(task_root), "--task-id", PUBLISHED, "--source", str(source), "--wheel", str(wheel)],
+    py = str(REPO / ".venv-control" / "bin" / "python")
+    r = subprocess.run([py, "prepare_sandbox.py", "--rock-root", str(rock_root), "--task", str(task_root),
+                        "--task-id", PUBLISHED, "--source", str(source), "--wheel", str(wheel)],
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     dest = task_root / "assets" / "harbor-tasks" / PUBLISHED
