@@ -209,11 +209,14 @@ def _build(client: Any, task: Any, env: Path, tag: str, timeout: float, labels: 
         raise ImageBuildError(task.name, f"environment/Dockerfile failed to build{at}: {err[0]}", tail)
 
 
-# files swebench's make_test_spec may fetch from raw.githubusercontent.com (requirements, conda
-# environments) and packaging files; depth <= 3, at most UPSTREAM_MAX_BYTES each
-UPSTREAM_FILES = re.compile(r"^(?:[^/]+/){0,2}(?:[^/]*requirements[^/]*\.(?:txt|in|pip)|[^/]*environment[^/]*\.ya?ml"
+# files swebench's make_test_spec may fetch from raw.githubusercontent.com (requirements files, also
+# inside a requirements*/ directory as flask's requirements/dev.txt or django's tests/requirements/py3.txt;
+# conda environments) and packaging files; depth <= 3, at most UPSTREAM_MAX_BYTES each
+UPSTREAM_FILES = re.compile(r"^(?:[^/]+/){0,2}(?:[^/]*requirements[^/]*\.(?:txt|in|pip)"
+                            r"|requirements[^/]*/[^/]+\.(?:txt|in|pip)|[^/]*environment[^/]*\.ya?ml"
                             r"|[^/]*\.ya?ml|setup\.cfg|setup\.py|pyproject\.toml|tox\.ini)$")
 UPSTREAM_MAX_BYTES = 1 << 20
+UPSTREAM_MARKER = ".lts-exported-v2"   # per exported commit; versioned: a changed UPSTREAM_FILES re-exports
 
 
 def _record(task: Any) -> dict[str, Any]:
@@ -233,7 +236,7 @@ def _upstream_wanted(task: Any, raw_dir: Path) -> tuple[str, list[str]]:
         return "", []
     commits = [c for c in dict.fromkeys((rec.get("environment_setup_commit"), rec.get("base_commit")))
                if isinstance(c, str) and re.fullmatch(r"[0-9a-f]{40}", c)]
-    return repo, [c for c in commits if not (raw_dir / repo / c / ".lts-exported").exists()]
+    return repo, [c for c in commits if not (raw_dir / repo / c / UPSTREAM_MARKER).exists()]
 
 
 def _export_upstream(container: Any, workdir: str, repo: str, commits: list[str], raw_dir: Path) -> dict[str, int]:
@@ -241,7 +244,7 @@ def _export_upstream(container: Any, workdir: str, repo: str, commits: list[str]
     git = ["git", "-c", "safe.directory=*", "-C", workdir]
     out: dict[str, int] = {}
     for commit in commits:
-        marker = raw_dir / repo / commit / ".lts-exported"
+        marker = raw_dir / repo / commit / UPSTREAM_MARKER
         rc, listing = container.exec_run([*git, "ls-tree", "-r", "-z", "-l", commit], user="0:0")
         if rc != 0:   # not in this image's history: an online host records its files on first use
             marker.parent.mkdir(parents=True, exist_ok=True)

@@ -125,6 +125,18 @@ def docker_admin(docker_client):
     assert containers_of(docker_client, a.worker) == [], "containers left after the admin stopped"
 
 
+@pytest.fixture(scope="module")
+def net_admin(docker_client):
+    """A docker admin whose mirror keeps its cache and raw store in a private dir (offline raw store:
+    ``raw_online`` off, so an upstream file is served only if it was exported into ``<dir>/mirror/raw``)."""
+    d = Path(tempfile.mkdtemp(prefix="lts-docker-net-"))
+    a = DockerAdmin(d, f"dn{os.getpid()}", free_port(),
+                    docker={"mirror": {"dir": str(d / "mirror"), "raw_online": False}}).start()
+    yield a
+    assert a.stop() == 0, (d / "stdout.log").read_text()[-3000:]
+    assert containers_of(docker_client, a.worker) == [], "containers left after the admin stopped"
+
+
 @pytest.fixture(scope="session")
 def sample_prep(docker_client, tmp_path_factory):
     """The sample set's images built and scrubbed (cached by content hash on the engine)."""

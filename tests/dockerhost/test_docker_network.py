@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -31,17 +29,6 @@ RAW = "raw.githubusercontent.com"
 @pytest.fixture(scope="module")
 def big(docker_client):
     return big_image(docker_client)
-
-
-@pytest.fixture(scope="module")
-def net_admin(docker_client):
-    """A docker admin whose mirror keeps its cache and raw store in a private dir (offline raw store)."""
-    d = Path(tempfile.mkdtemp(prefix="lts-docker-net-"))
-    a = DockerAdmin(d, f"dn{os.getpid()}", free_port(),
-                    docker={"mirror": {"dir": str(d / "mirror"), "raw_online": False}}).start()
-    yield a
-    assert a.stop() == 0, (d / "stdout.log").read_text()[-3000:]
-    assert containers_of(docker_client, a.worker) == [], "containers left after the admin stopped"
 
 
 def _fetch_raw(setup: str) -> str:

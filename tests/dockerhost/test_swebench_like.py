@@ -11,15 +11,18 @@ the flask tasks (swebench fetches requirements/dev.txt from raw.githubuserconten
 time) the container run must end as an infrastructure error (no reward.txt), never a 0; their
 gold/empty/delete-test grades are checked by grading the same container log with that file served
 from the repository's own history. ``test_flask_gold_1_with_upstream_file_served`` is the end-to-end
-check that needs tasks-net's upstream-file mirror (it skips until that exists, fails under CI=true).
+check through the real path: the sandbox manager's docker backend, the scrubbed image, the verifier
+in ``registry`` network mode served by the manager's mirror (services/sandbox/mirror.py), whose raw
+store holds requirements/dev.txt exported from the image's full history before the scrub.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import importlib.util
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,7 +32,12 @@ import pytest
 from services.sandbox import offline_build
 from services.sandbox.docker_images import OFFLINE_CACHE, environment_image
 from services.tasks import swebench_like as sl
+from services.tasks.cleangrade import grade_patch
+from services.tasks.network import verifier_network
+from services.tasks.prepare import base_of, prepare_tasks
 from services.tasks.task import load_dataset, load_task
+
+from .conftest import manager_factory
 
 REPO = Path(__file__).resolve().parents[2]
 DATASET = REPO / "datasets" / "swebench-verified-like"
@@ -192,14 +200,62 @@ def test_offline_build_substitutes_only_the_uv_line(docker_client, like_images, 
         offline_build.offline_context(env, tmp_path / "ctx", OFFLINE_CACHE)
 
 
-def test_flask_gold_1_with_upstream_file_served(docker_client, like_images):
-    """Needs tasks-net's verifier path (upstream-file mirror for raw.githubusercontent.com); until
-    that lands this skips (fails under CI=true)."""
-    if importlib.util.find_spec("services.sandbox.upstream_mirror") is None:   # tasks-net's module (name TBD)
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("the verifier's upstream-file mirror (tasks-net, issue 36) is missing")
-        pytest.skip("needs the verifier's upstream-file mirror (tasks-net's half of issue 36)")
-    pytest.fail("wire this test to the mirror's API: gold 1 offline for " + FLASK[0])
+@pytest.fixture(scope="module")
+def flask_prepared(like_images, net_admin, docker_client, tmp_path_factory):
+    """FLASK[0] prepared as the stack does on the docker backend (offline build, history scrub),
+    its upstream files exported from the image's full history into ``net_admin``'s mirror store."""
+    task = load_task(DATASET / FLASK[0])
+    out = tmp_path_factory.mktemp("flaskprep")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LTS_MIRROR_DIR", str(net_admin.dir / "mirror"))   # where prepare exports the raw files
+        mp.setenv(offline_build.ENV_FLAG, "1")                      # the env image like_images built
+        manifest = asyncio.run(prepare_tasks([task], out, backend="docker", docker=docker_client, force=True,
+                                             progress=False, dataset="swebench-verified-like"))
+    entry = manifest["tasks"][task.slug]
+    assert not entry["excluded"], entry.get("reason")
+    return task, entry
+
+
+def test_flask_gold_1_with_upstream_file_served(flask_prepared, net_admin):
+    """The real grading path for a flask task (swebench's make_test_spec fetches requirements/dev.txt
+    of the record's environment_setup_commit from raw.githubusercontent.com inside ``uv run
+    parser.py``): the manager's docker backend, the scrubbed image, a verifier sandbox in ``registry``
+    network mode reaching only the manager's mirror (raw store offline), the task's own test.sh.
+    Gold 1 with the file served from the image's own history, empty 0, and with the file withheld an
+    infrastructure failure (VerifierInfraError naming the URL), never a 0."""
+    task, entry = flask_prepared
+    rec = json.loads((task.tests_dir / "config.json").read_text())
+    assert rec["repo"] == "pallets/flask" and verifier_network(task) == "registry"
+    rel = f"{rec['repo']}/{rec['environment_setup_commit']}/requirements/dev.txt"
+    stored = net_admin.dir / "mirror" / "raw" / rel
+    spec = sl.spec_by_id(task.path.name)
+    h = sl.repo_for(spec, sl.DEFAULT_CACHE)
+    want = subprocess.run(["git", "show", f"{rec['environment_setup_commit']}:requirements/dev.txt"], cwd=h.repo,
+                          capture_output=True, check=True).stdout
+    assert stored.is_file() and stored.read_bytes() == want, "not exported from the image's history"
+    base = base_of(entry)
+
+    async def grade(patch: bytes):
+        async with net_admin.client() as c:
+            res = await grade_patch(task, base, manager_factory(c), patch)
+            if res.infra and "raw.githubusercontent.com" not in (res.reason or ""):
+                # a registry miss of the cold mirror (PyPI slow on a loaded host): an infra failure,
+                # which the stack's callers retry; an upstream-file miss is never retried here
+                print("retrying after an infrastructure failure:", res.reason)
+                res = await grade_patch(task, base, manager_factory(c), patch)
+            return res
+    gold = asyncio.run(grade(rec["patch"].encode()))
+    assert (gold.reward, gold.error, gold.infra) == (1.0, None, False), gold.reason[:3000]
+    empty = asyncio.run(grade(b""))
+    assert (empty.reward, empty.error, empty.infra) == (0.0, None, False), empty.reason[:3000]
+    aside = stored.with_name(stored.name + ".withheld")
+    stored.rename(aside)
+    try:
+        withheld = asyncio.run(grade(rec["patch"].encode()))
+    finally:
+        aside.rename(stored)
+    assert withheld.infra and withheld.error == "VerifierInfraError", withheld
+    assert f"raw.githubusercontent.com/{rel}" in withheld.reason, withheld.reason
 
 
 def test_no_containers_left(docker_client, like_images):
