@@ -14,14 +14,14 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from . import chat, compat, wire
-from .errors import BadRequest, TinkerError
+from . import chat, compat
+from .errors import BadRequest
 from .state import BackendState
 
 log = logging.getLogger("backend.anthropic")
@@ -34,20 +34,6 @@ def error_body(message: str, status: int) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-def _json(obj: Any, status: int = 200) -> Response:
-    return Response(wire.json_response_body(obj), status_code=status, media_type=wire.JSON)
-
-
-async def _guard(request: Request, handle: Callable[[BackendState, dict], Awaitable[Response]]) -> Response:
-    try:
-        body = compat.body(await request.body())
-        return await handle(request.app.state.backend, body)
-    except TinkerError as e:
-        status = e.status_code if e.status_code in (400, 401, 404, 413, 500) else 400
-        return _json(error_body(e.message, status), status)
-    except Exception as e:  # noqa: BLE001 (logged; the client gets Anthropic's shape, not a bare 500)
-        log.exception("%s failed", request.url.path)
-        return _json(error_body(f"internal error: {type(e).__name__}", 500), 500)
 
 
 def _text(content: Any, where: str) -> str:
@@ -133,13 +119,13 @@ async def _prompt(B: BackendState, body: dict) -> tuple[compat.Target, Any, list
 async def count_tokens(request: Request) -> Response:
     async def handle(B: BackendState, body: dict) -> Response:
         _, _, prompt = await _prompt(B, body)
-        return _json({"input_tokens": len(prompt)})
-    return await _guard(request, handle)
+        return compat.json_response({"input_tokens": len(prompt)})
+    return await compat.guard(request, handle, error_body)
 
 
 @router.post("/messages")
 async def messages(request: Request) -> Response:
-    return await _guard(request, _messages)
+    return await compat.guard(request, _messages, error_body)
 
 
 def _sse(event: str, obj: Any) -> bytes:
@@ -178,7 +164,7 @@ async def _messages(B: BackendState, body: dict) -> Response:
         "content": blocks, "stop_reason": stop_reason, "stop_sequence": hit[1] if hit else None, "usage": usage,
         "prompt_token_ids": prompt, "token_ids": tokens, "token_logprobs": lps}
     if not body.get("stream"):
-        return _json(msg)
+        return compat.json_response(msg)
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": {
         **{k: v for k, v in msg.items() if k not in ("token_ids", "token_logprobs")},
         "content": [], "stop_reason": None, "stop_sequence": None,

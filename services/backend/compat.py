@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from fastapi import Request
+from fastapi.responses import Response
 from tinker.proto import tinker_public_pb2 as pb
 
 from services.common.text import reject_constant
@@ -29,6 +31,27 @@ from .state import BackendState
 
 log = logging.getLogger("backend.compat")
 PREFIXES = ("/oai/", "/anthropic/")
+
+ErrorBody = Callable[[str, int], dict[str, Any]]
+Handler = Callable[[BackendState, dict], Awaitable[Response]]
+
+
+def json_response(obj: Any, status: int = 200) -> Response:
+    return Response(wire.json_response_body(obj), status_code=status, media_type=wire.JSON)
+
+
+async def guard(request: Request, handle: Handler, error_body: ErrorBody) -> Response:
+    """Parse the JSON body and turn the backend's errors into the caller's API error shape
+    (``error_body(message, status)``): a failure is logged and answered, never a bare 500 or a reset."""
+    try:
+        data = body(await request.body())
+        return await handle(request.app.state.backend, data)
+    except TinkerError as e:
+        status = e.status_code if e.status_code in (400, 401, 404, 413, 500) else 400
+        return json_response(error_body(e.message, status), status)
+    except Exception as e:  # noqa: BLE001 (logged; the client gets its API's error shape)
+        log.exception("%s failed", request.url.path)
+        return json_response(error_body(f"internal error: {type(e).__name__}", 500), 500)
 
 
 def api_key(request: Request) -> str | None:

@@ -18,14 +18,14 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from . import chat, compat, wire
-from .errors import BadRequest, TinkerError
+from . import chat, compat
+from .errors import BadRequest
 from .state import BackendState
 
 log = logging.getLogger("backend.oai")
@@ -40,21 +40,6 @@ def error_body(message: str, status: int) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
-def _json(obj: Any, status: int = 200) -> Response:
-    return Response(wire.json_response_body(obj), status_code=status, media_type=wire.JSON)
-
-
-async def _guard(request: Request, handle: Callable[[BackendState, dict], Awaitable[Response]]) -> Response:
-    """Parse the JSON body and turn the backend's errors into OpenAI's error shape."""
-    try:
-        body = compat.body(await request.body())
-        return await handle(request.app.state.backend, body)
-    except TinkerError as e:
-        status = e.status_code if e.status_code in (400, 401, 404, 413, 500) else 400
-        return _json(error_body(e.message, status), status)
-    except Exception as e:  # noqa: BLE001 (logged; the client gets OpenAI's shape, not a bare 500)
-        log.exception("%s failed", request.url.path)
-        return _json(error_body(f"internal error: {type(e).__name__}", 500), 500)
 
 
 def _params(body: dict) -> tuple[int, dict[str, Any]]:
@@ -114,7 +99,7 @@ def _logprobs_wanted(body: dict) -> bool:
 # ---------------------------------------------------------------------- chat completions
 @router.post("/chat/completions")
 async def chat_completions(request: Request) -> Response:
-    return await _guard(request, _chat)
+    return await compat.guard(request, _chat, error_body)
 
 
 async def _chat(B: BackendState, body: dict) -> Response:
@@ -146,7 +131,7 @@ async def _chat(B: BackendState, body: dict) -> Response:
     if not body.get("stream"):
         for c in choices:
             c.pop("_reply")
-        return _json({"id": cid, "object": "chat.completion", "created": created, "model": target.name,
+        return compat.json_response({"id": cid, "object": "chat.completion", "created": created, "model": target.name,
                       "choices": choices, "usage": _usage(s), "prompt_token_ids": prompt})
     head = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": target.name}
     chunks: list[Any] = []
@@ -183,7 +168,7 @@ def _prompt_tokens(tok: Any, prompt: Any) -> list[int]:
 
 @router.post("/completions")
 async def completions(request: Request) -> Response:
-    return await _guard(request, _complete)
+    return await compat.guard(request, _complete, error_body)
 
 
 async def _complete(B: BackendState, body: dict) -> Response:
@@ -213,7 +198,7 @@ async def _complete(B: BackendState, body: dict) -> Response:
         choices.append({"index": i, "text": text, "finish_reason": reason, "logprobs": logprobs,
                         "token_ids": tokens, "token_logprobs": lps})
     if not body.get("stream"):
-        return _json({"id": cid, "object": "text_completion", "created": created, "model": target.name,
+        return compat.json_response({"id": cid, "object": "text_completion", "created": created, "model": target.name,
                       "choices": choices, "usage": _usage(s), "prompt_token_ids": prompt})
     head = {"id": cid, "object": "text_completion", "created": created, "model": target.name}
     chunks: list[Any] = []
@@ -230,5 +215,5 @@ async def _complete(B: BackendState, body: dict) -> Response:
 @router.get("/models")
 async def models(request: Request) -> Response:
     B: BackendState = request.app.state.backend
-    return _json({"object": "list", "data": [{"id": n, "object": "model", "created": 0, "owned_by": "local"}
-                                            for n in B.runtime.bases]})
+    data = [{"id": n, "object": "model", "created": 0, "owned_by": "local"} for n in B.runtime.bases]
+    return compat.json_response({"object": "list", "data": data})
