@@ -201,19 +201,59 @@ def test_offline_build_substitutes_only_the_uv_line(docker_client, like_images, 
 
 
 @pytest.fixture(scope="module")
-def flask_prepared(like_images, net_admin, docker_client, tmp_path_factory):
-    """FLASK[0] prepared as the stack does on the docker backend (offline build, history scrub),
-    its upstream files exported from the image's full history into ``net_admin``'s mirror store."""
-    task = load_task(DATASET / FLASK[0])
-    out = tmp_path_factory.mktemp("flaskprep")
+def like_prepared(like_images, net_admin, docker_client, tmp_path_factory):
+    """Every stand-in task prepared as the stack does on the docker backend (offline build, history
+    scrub), its upstream files exported from the image's full history into ``net_admin``'s mirror store."""
+    tasks = load_dataset(DATASET).tasks
+    out = tmp_path_factory.mktemp("likeprep")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LTS_MIRROR_DIR", str(net_admin.dir / "mirror"))   # where prepare exports the raw files
-        mp.setenv(offline_build.ENV_FLAG, "1")                      # the env image like_images built
-        manifest = asyncio.run(prepare_tasks([task], out, backend="docker", docker=docker_client, force=True,
+        mp.setenv(offline_build.ENV_FLAG, "1")                      # the env images like_images built
+        manifest = asyncio.run(prepare_tasks(tasks, out, backend="docker", docker=docker_client, force=True,
                                              progress=False, dataset="swebench-verified-like"))
-    entry = manifest["tasks"][task.slug]
-    assert not entry["excluded"], entry.get("reason")
-    return task, entry
+    prepared = {}
+    for task in tasks:
+        entry = manifest["tasks"][task.slug]
+        assert not entry["excluded"], (task.path.name, entry.get("reason"))
+        prepared[task.path.name] = (task, entry)
+    return prepared
+
+
+@pytest.fixture(scope="module")
+def flask_prepared(like_prepared):
+    """FLASK[0] prepared as the stack does (see like_prepared)."""
+    return like_prepared[FLASK[0]]
+
+
+@pytest.mark.parametrize("instance_id", [s.instance_id for s in sl.SPECS])
+def test_agent_sandbox_history_is_the_base_only(like_prepared, net_admin, instance_id):
+    """The agent's sandbox of each stand-in task (its scrubbed image, as rollouts get it): /testbed holds
+    the base commit and nothing after it (git log --all, reflog, refs, tags, stash, packs, ORIG_HEAD...),
+    although the image's full history (>= 20,000 commits) holds the fix, the environment-setup commit and
+    later ones; no network interface but loopback."""
+    task, entry = like_prepared[instance_id]
+    rec = json.loads((task.tests_dir / "config.json").read_text())
+    h = sl.repo_for(sl.spec_by_id(instance_id), sl.DEFAULT_CACHE)
+    later = subprocess.run(["git", "rev-list", "--all", "--reflog", "--not", rec["base_commit"]], cwd=h.repo,
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert rec["environment_setup_commit"] in later and len(later) >= 3, later[:5]
+    probes = " ; ".join(f"git cat-file -e {sha} 2>/dev/null && echo LEAK {sha}" for sha in later[:20] + later[-20:])
+
+    async def main():
+        async with net_admin.client() as c:
+            sb = await manager_factory(c)(base_of(entry))
+            try:
+                hist = await sb.run("pwd -P; git log --all --reflog --format=%H; git rev-list --all --count; "
+                                    "git stash list | wc -l; git tag | wc -l; "
+                                    "for f in ORIG_HEAD FETCH_HEAD logs/refs/stash; do [ -e .git/$f ] && echo HAS $f; "
+                                    f"done; {probes}; true")
+                ifaces = await sb.run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
+                return hist.output.split(), ifaces.output.split()
+            finally:
+                await sb.close()
+    hist, ifaces = asyncio.run(main())
+    assert hist == ["/testbed", rec["base_commit"], "1", "0", "0"], hist
+    assert ifaces == ["lo"], ifaces
 
 
 def test_flask_gold_1_with_upstream_file_served(flask_prepared, net_admin):
