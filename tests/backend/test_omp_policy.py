@@ -19,6 +19,7 @@ class Probe(importlib.abc.MetaPathFinder):
         return None
 sys.meta_path.insert(0, Probe())
 import services.backend.__main__  # what `python -m services.backend` imports first
+import services.backend.runtime  # what its main() imports once the start-up checks passed (torch, if not yet)
 print("OMP_WAIT_POLICY at torch import:", seen.get("torch"))
 """
 
