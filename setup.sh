@@ -491,6 +491,7 @@ setup_docker() {
     echo "[setup] base image $DOCKER_BASE_IMAGE is up to date"
   else
     local rootfs; rootfs="$(mktemp -d /tmp/lts-rootfs.XXXXXX)"
+    mkdir -p "$ROOT/state/logs"   # also when a Docker engine already answered (no dockerd started here)
     echo "[setup] building $DOCKER_BASE_IMAGE offline: debootstrap bookworm from $mirror (about a minute)"
     debootstrap --variant=minbase --include="$DOCKER_BASE_PACKAGES" bookworm "$rootfs" "$mirror" \
       >"$ROOT/state/logs/debootstrap.log" 2>&1 || { rm -rf "$rootfs"; die "debootstrap failed; see state/logs/debootstrap.log"; }
