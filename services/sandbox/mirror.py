@@ -225,7 +225,15 @@ class Mirror:
         (net_dir / "forward.py").write_text(FORWARDER)
         sock = net_dir / "mirror.sock"
         sock.unlink(missing_ok=True)
-        srv = await asyncio.start_unix_server(lambda r, w: self._handle(r, w, net_dir), path=str(sock))
+        # a socket path is at most 107 bytes (sun_path): a deep state dir is reached through an O_PATH
+        # descriptor of net_dir (/proc/self/fd/N/mirror.sock creates the socket in net_dir itself)
+        fd = os.open(net_dir, os.O_PATH | os.O_DIRECTORY) if len(os.fsencode(str(sock))) > 100 else None
+        try:
+            path = str(sock) if fd is None else f"/proc/self/fd/{fd}/mirror.sock"
+            srv = await asyncio.start_unix_server(lambda r, w: self._handle(r, w, net_dir), path=path)
+        finally:
+            if fd is not None:
+                os.close(fd)
         sock.chmod(0o666)
         self.servers[sandbox_id] = srv
 

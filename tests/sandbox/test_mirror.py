@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
 import ssl
 
 from services.sandbox.mirror import Mirror, store_raw
@@ -66,3 +68,34 @@ def test_mirror_serves_the_store_and_nothing_else(tmp_path):
                                           "http://127.0.0.1:9/simple/nosuch/"], misses
     denied = (net / "denied.log").read_text()
     assert "example.com:443" in denied and "http://example.com/" in denied and "evil.example" in denied
+
+
+def test_mirror_serves_a_socket_in_a_deep_state_dir(tmp_path):
+    """A manager whose state dir is deep (a socket path over sun_path's 107 bytes, as under pytest's
+    tmp_path) still serves its sandboxes: it failed with `OSError: AF_UNIX path too long`."""
+    async def main():
+        m = Mirror(tmp_path / "mirror", index_url="http://127.0.0.1:9/simple", raw_online=False)
+        net = tmp_path / ("state-" * 12) / "net" / ("sandbox-" * 5)
+        assert len(str(net / "mirror.sock")) > 107
+        await m.open("sb", net)
+        try:
+            r, w = await asyncio.open_unix_connection(sock=_connect(net / "mirror.sock"))
+            w.write(b"GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n")
+            await w.drain()
+            answer = await r.read()
+            w.close()
+            return answer
+        finally:
+            await m.aclose()
+    assert asyncio.run(main()).startswith(b"HTTP/1.1 403")
+
+
+def _connect(path):
+    """A connected AF_UNIX socket to a path of any length (through an O_PATH descriptor of its dir)."""
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(f"/proc/self/fd/{fd}/{path.name}")
+        return s
+    finally:
+        os.close(fd)
