@@ -5,8 +5,9 @@
 1. **Environment image**: ``[environment].docker_image`` when the task names one and has no
    ``environment/Dockerfile`` (it must already be on the Docker host: there is no registry here),
    else ``environment/Dockerfile`` built with context ``environment/`` (the classic builder, no
-   network, ``[environment].build_timeout_sec``), tagged ``lts-env/<task>:<hash of the context>``
-   so an unchanged context is never rebuilt.
+   network, ``[environment].build_timeout_sec``), tagged ``lts-env/<task>:<hash>`` of the context and
+   of the ids of the images its FROM lines name, so an unchanged context on unchanged bases is never
+   rebuilt, and a base rebuilt under the same tag rebuilds the tasks on it.
 2. **Scrubbed workspace image** ``lts-ws/<task>:<hash>``: one throw-away container of the
    environment image replaces the repository's ``.git`` in the workspace (the image's WORKDIR,
    ``/testbed`` for SWE-bench images, or ``[environment].workdir``; a ``.git`` file's git dir, the
@@ -162,7 +163,8 @@ def environment_image(client: Any, task: Any) -> str:
     if not dockerfile.is_file():
         raise ImageBuildError(task.name, "environment/Dockerfile is missing (and no [environment].docker_image)")
     offline = offline_build.enabled()
-    tag = f"lts-env/{repo_name(task)}:{context_hash(env)[:16]}" + ("-offline" if offline else "")
+    key = hashlib.sha256((context_hash(env) + _from_ids(client, dockerfile)).encode()).hexdigest()
+    tag = f"lts-env/{repo_name(task)}:{key[:16]}" + ("-offline" if offline else "")
     with _lock(tag):
         if _exists(client, tag):
             return tag
@@ -177,6 +179,20 @@ def environment_image(client: Any, task: Any) -> str:
                 raise ImageBuildError(task.name, str(e)) from None
             _build(client, task, Path(tmp) / "ctx", tag, timeout, {offline_build.LABEL: offline_build.label_of(record)})
     return tag
+
+
+def _from_ids(client: Any, dockerfile: Path) -> str:
+    """The ids of the images the Dockerfile's FROM lines name, as the host has them now: a base image
+    rebuilt under the same tag (setup.sh docker after a package was added) rebuilds the tasks on it."""
+    ids = []
+    for line in dockerfile.read_text(errors="replace").splitlines():
+        words = [w for w in line.split() if not w.startswith("--")]
+        if len(words) >= 2 and words[0].upper() == "FROM":
+            try:
+                ids.append(client.images.get(words[1]).id)
+            except ImageNotFound:
+                ids.append(f"{words[1]}:absent")   # a build stage's name, or an image the build will miss
+    return ",".join(ids)
 
 
 def _build(client: Any, task: Any, env: Path, tag: str, timeout: float, labels: dict[str, str] | None = None) -> None:
