@@ -43,3 +43,25 @@ def test_pieces_match_the_torch_pieces(M, split):
         w = (r(SHAPE.hidden) * 0.2 + 1).bfloat16()
         for a, b in zip(dp.add_norm(x, pp, w, SHAPE.eps), eager["add_norm"](x, pp, w)):
             _close(a, b)
+
+
+LLAMA = Qwen3Shape(vocab=64, hidden=576, layers=1, heads=9, kv_heads=3, head_dim=64, ffn=64, eps=1e-5,
+                   rope_theta=1e5, qk_norm=False)  # SmolLM2-135M's attention widths
+
+
+@cuda
+@pytest.mark.parametrize("M,split", [(1, 2), (16, 1), (64, 4)])
+def test_qk_rope_without_norm_matches_the_torch_piece(M, split):
+    """A Llama's qk_rope (NORM False: rotary only) against the torch piece; planted: the norm left on -> fails."""
+    m = StaticQwen3(LLAMA, "cuda", torch.bfloat16, 64, 1024, "bmm", True)
+    g = torch.Generator(device="cuda").manual_seed(M + split)
+    n_out = (LLAMA.heads + 2 * LLAMA.kv_heads) * LLAMA.head_dim
+    p = torch.randn(split, M, n_out, device="cuda", generator=g) if split > 1 else \
+        torch.randn(M, n_out, device="cuda", generator=g).bfloat16()
+    qn = kn = torch.zeros(LLAMA.head_dim, device="cuda", dtype=torch.bfloat16)  # unread without the norm
+    pos = torch.randint(0, 1024, (M,), device="cuda", generator=g)
+    got = dp.qk_rope(p, qn, kn, m.cos[pos], m.sin[pos], LLAMA.heads, LLAMA.kv_heads, LLAMA.eps, norm=False)
+    want = m._eager["qk_rope"](p, qn, kn, m.cos[pos], m.sin[pos])
+    for a, b in zip(got, want):
+        assert a.shape == b.shape
+        _close(a, b)

@@ -31,6 +31,19 @@ def hf(tiny_model):
     return AutoModelForCausalLM.from_pretrained(str(TINY_PATH), dtype=torch.float32).eval()
 
 
+def _llama_config(**kw) -> LlamaConfig:
+    """A tiny Llama shaped like SmolLM2 (no q/k norms, tied embeddings, GQA 3:1, head_dim 16)."""
+    return LlamaConfig(vocab_size=8256, hidden_size=96, intermediate_size=160, num_hidden_layers=2,
+                       num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=512,
+                       tie_word_embeddings=True, rope_theta=100000.0, rms_norm_eps=1e-5, **kw)
+
+
+@pytest.fixture(scope="module")
+def llama():
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(_llama_config(), dtype=torch.float32).eval()
+
+
 @pytest.fixture(scope="module")
 def tok(tiny_model):
     return AutoTokenizer.from_pretrained(str(TINY_PATH))
@@ -60,6 +73,44 @@ def test_qwen3_forward_matches_hf(hf, attention, fuse_layers):
         ref = hf(input_ids=ids).logits
         assert torch.allclose(m.logits(m.prefill(ids, torch.tensor([0, 1, 2]))), ref, atol=1e-4)
         _decode_matches(m, ids, ref, steps=10)
+
+
+@pytest.mark.parametrize("attention", ["bmm", "sdpa"])
+def test_llama_forward_matches_hf(llama, attention):
+    """A Llama (SmolLM2's family): no q/k RMSNorm, tied embeddings; prefill and decode give HF's logits.
+    Planted: the Qwen3 q/k norm applied to it (qk_norm True) -> fails."""
+    shape = Qwen3Shape.from_hf_config(llama.config)
+    assert not shape.qk_norm and shape.rope_theta == 100000.0
+    m = StaticQwen3(shape, "cpu", torch.float32, 4, 256, attention, True)
+    m.load(Qwen3Parts(llama))
+    assert torch.equal(m.lm_head, m.embed)  # tied
+    ids = torch.randint(0, 8000, (3, 40), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        ref = llama(input_ids=ids).logits
+        assert torch.allclose(m.logits(m.prefill(ids, torch.tensor([0, 1, 2]))), ref, atol=1e-4)
+        _decode_matches(m, ids, ref, steps=8)
+
+
+def test_llama_split_gemm_decode_matches_hf(llama, monkeypatch):
+    """The split-GEMM decode layer (its qk_rope piece without the norm) on a Llama, with the kernels' torch
+    references on CPU: HF's logits."""
+    m = StaticQwen3(Qwen3Shape.from_hf_config(llama.config), "cpu", torch.float32, 4, 256, "bmm", True)
+    m.load(Qwen3Parts(llama))
+    m.gemm, m.attention = "triton", "triton"
+    m.skinny_mm = partial(skinny_gemm.mm_reference, split=3)
+    monkeypatch.setattr(decode_attention, "attend", decode_attention.attend_reference)
+    ids = torch.randint(0, 8000, (3, 40), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        _decode_matches(m, ids, llama(input_ids=ids).logits, steps=6)
+
+
+def test_llama_variants_the_engine_cannot_serve_are_named():
+    for kw, why in [({"attention_bias": True}, "attention_bias"), ({"mlp_bias": True}, "mlp_bias"),
+                    ({"hidden_act": "gelu"}, "gelu"),
+                    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                       "high_freq_factor": 4.0, "original_max_position_embeddings": 256}}, "llama3")]:
+        with pytest.raises(ValueError, match=why):
+            Qwen3Shape.from_hf_config(_llama_config(**kw))
 
 
 def _decode_matches(m, ids, ref, steps: int) -> None:
@@ -317,20 +368,34 @@ def test_overlapped_steps_record_the_same_tokens(hf, tok):
     assert plain[0][2] == "stop" and plain[1][2] == "stop"
 
 
-def test_static_engine_hands_other_architectures_to_the_hf_sampler(tiny_model, tmp_path):
-    """A Llama (no q/k norms) under engine.sampler 'static': the engine serves Qwen3 dense models only, so its
-    requests are sampled by the HF sampler instead of failing on the missing weights."""
-    cfg = LlamaConfig(vocab_size=8256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                      tie_word_embeddings=True)
+def _runtime_for(cfg, tmp_path, name):
     torch.manual_seed(0)
-    d = tmp_path / "llama-tiny"
+    d = tmp_path / name
     AutoModelForCausalLM.from_config(cfg).save_pretrained(str(d))
     for f in Path(TINY_PATH).iterdir():
         if f.name.startswith("tokenizer") or f.name == "chat_template.jinja":
             shutil.copy(f, d / f.name)
-    rt = Runtime([{"name": "llama", "path": str(d)}], tmp_path / "state", device="cpu", dtype="float32",
-                 sampler="static", sampler_options={"max_slots": 4, "max_context": 128})
-    res = rt.sample("llama", None, [SampleSpec(prompt=[5, 6, 7], num_samples=2, max_tokens=5, seed=1)])[0]
+    return Runtime([{"name": name, "path": str(d)}], tmp_path / f"state-{name}", device="cpu", dtype="float32",
+                   sampler="static", sampler_options={"max_slots": 4, "max_context": 128})
+
+
+def test_static_engine_serves_a_llama_through_the_runtime(tmp_path):
+    """engine.sampler 'static' on a Llama (SmolLM2's family): the static engine serves it (no HF fallback) and
+    its sampled logprobs are the trainer's."""
+    rt = _runtime_for(_llama_config(), tmp_path, "llama")
+    spec = SampleSpec(prompt=[5, 6, 7, 8], num_samples=2, max_tokens=6, seed=1)
+    res = rt.sample("llama", None, [spec])[0]
+    assert list(rt.sampling.engines) == ["llama"] and rt.sampling.unsupported == {"llama": None}
+    for toks, lps, _ in res.sequences:
+        assert len(toks) == 6
+        assert torch.allclose(_ref_logprobs(rt.bases["llama"].hf, spec.prompt, toks), torch.tensor(lps), atol=1e-4)
+
+
+def test_static_engine_hands_other_architectures_to_the_hf_sampler(tmp_path):
+    """A Llama with attention biases under engine.sampler 'static': the engine cannot serve it, so its requests
+    are sampled by the HF sampler instead of failing on the missing weights."""
+    rt = _runtime_for(_llama_config(attention_bias=True), tmp_path, "llama-bias")
+    res = rt.sample("llama-bias", None, [SampleSpec(prompt=[5, 6, 7], num_samples=2, max_tokens=5, seed=1)])[0]
     assert [len(s[0]) for s in res.sequences] == [5, 5]
     assert rt.sampling.engines == {}  # no static engine was built for it
+    assert "attention_bias" in rt.sampling.unsupported["llama-bias"]

@@ -1,9 +1,9 @@
 """Fast sampling engine for GPUs, in torch alone (no vLLM).
 
-* ``qwen3.py``     a minimal Qwen3 forward (RMSNorm, rotary, GQA attention over a static
+* ``qwen3.py``     a minimal Qwen3 / Llama forward (RMSNorm, rotary, GQA attention over a static
                    per-slot KV cache, SwiGLU MLP) whose weights are copied from an HF module;
                    the decode step has static shapes so it can be captured in CUDA graphs.
-* ``weights.py``   reads (and merges) weights from an HF Qwen3 module, a peft-wrapped one with a
+* ``weights.py``   reads (and merges) weights from an HF Qwen3 or Llama module, a peft-wrapped one with a
                    LoRA adapter (merged into bf16 copies), or a full fine-tuned copy.
 * ``sampling.py``  batched token choice (temperature, top-k, top-p, greedy) with a counter-based
                    random stream per sequence, so a seed gives the same tokens whatever the batch;

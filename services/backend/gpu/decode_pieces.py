@@ -43,7 +43,7 @@ if triton is not None:
 
     @triton.jit
     def _qk_rope_kernel(P, QN, KN, COS, SIN, QK, V, split, s_pz, n_out, eps, HQ: tl.constexpr, HKV: tl.constexpr,
-                        D: tl.constexpr, SP: tl.constexpr, PDL: tl.constexpr = False):
+                        D: tl.constexpr, SP: tl.constexpr, PDL: tl.constexpr = False, NORM: tl.constexpr = True):
         if PDL:  # launched as the GEMM's programmatic dependent: its partials are complete after this
             gdc_wait()
         r = tl.program_id(0)
@@ -55,12 +55,15 @@ if triton is not None:
         if hd < HQ + HKV:
             rot_offs = (offs + D // 2) % D
             xr = _load_sum(P, r * n_out + hd * D + rot_offs, whole, split, s_pz, SP, DT)
-            inv = tl.rsqrt(tl.sum(x * x, 0) / D + eps)
-            is_q = hd < HQ
-            w = tl.where(is_q, tl.load(QN + offs), tl.load(KN + offs)).to(tl.float32)
-            wr = tl.where(is_q, tl.load(QN + rot_offs), tl.load(KN + rot_offs)).to(tl.float32)
-            n = (w * (x * inv).to(DT).to(tl.float32)).to(DT).to(tl.float32)
-            nr = (wr * (xr * inv).to(DT).to(tl.float32)).to(DT).to(tl.float32)
+            if NORM:  # Qwen3's per-head q/k RMSNorm (a Llama rotates the projection as it is)
+                inv = tl.rsqrt(tl.sum(x * x, 0) / D + eps)
+                is_q = hd < HQ
+                w = tl.where(is_q, tl.load(QN + offs), tl.load(KN + offs)).to(tl.float32)
+                wr = tl.where(is_q, tl.load(QN + rot_offs), tl.load(KN + rot_offs)).to(tl.float32)
+                n = (w * (x * inv).to(DT).to(tl.float32)).to(DT).to(tl.float32)
+                nr = (wr * (xr * inv).to(DT).to(tl.float32)).to(DT).to(tl.float32)
+            else:
+                n, nr = x, xr
             rot = tl.where(offs < D // 2, -nr, nr)
             c = tl.load(COS + r * D + offs).to(tl.float32)
             s = tl.load(SIN + r * D + offs).to(tl.float32)
@@ -94,17 +97,19 @@ def _sp(split: int, p: torch.Tensor) -> int:
 
 
 def qk_rope(p: torch.Tensor, qn: torch.Tensor, kn: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
-            kv_heads: int, eps: float, pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            kv_heads: int, eps: float, pdl: bool = False,
+            norm: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """p: the qkv GEMM's output (float32 partials [split, M, (Hq + 2 Hkv) D] or [M, ...] in the model
     dtype); qn, kn [D]; cos, sin [M, D] -> q [M, Hq, D], k [M, Hkv, D] (normed, rotated), v [M, Hkv, D].
-    ``pdl``: launched as the programmatic dependent of the GEMM that wrote p."""
+    ``pdl``: launched as the programmatic dependent of the GEMM that wrote p; ``norm`` False: no q/k RMSNorm
+    (a Llama; qn, kn unread)."""
     split = p.shape[0] if p.dim() == 3 else 1
     M, n_out = p.shape[-2:]
     D = qn.shape[0]
     qk = torch.empty(M, heads + kv_heads, D, device=p.device, dtype=qn.dtype)
     v = torch.empty(M, kv_heads, D, device=p.device, dtype=qn.dtype)
     _qk_rope_kernel[(M, heads + 2 * kv_heads)](p, qn, kn, cos, sin, qk, v, split, M * n_out, n_out, eps, HQ=heads,
-                                               HKV=kv_heads, D=D, SP=_sp(split, p), PDL=pdl, num_warps=1,
+                                               HKV=kv_heads, D=D, SP=_sp(split, p), PDL=pdl, NORM=norm, num_warps=1,
                                                launch_pdl=pdl)
     return qk[:, :heads], qk[:, heads:], v
 

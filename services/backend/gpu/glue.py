@@ -93,13 +93,10 @@ def size_options(shape: Qwen3Shape, device: torch.device, dtype: torch.dtype, mo
 
 def unsupported(config) -> str | None:
     """Why the static engine cannot serve a model of this HF config (None: it can)."""
-    if getattr(config, "model_type", None) != "qwen3":
-        return (f"model_type {getattr(config, 'model_type', None)!r}: the static engine runs Qwen3 dense models "
-                "only (engine.sampler: vllm serves other architectures fast)")
     try:
         Qwen3Shape.from_hf_config(config)
     except (ValueError, AttributeError) as e:
-        return str(e)
+        return f"{e} (engine.sampler: vllm serves other architectures fast)"
     return None
 
 

@@ -1,4 +1,7 @@
-"""A minimal Qwen3 forward over a static, per-slot KV cache.
+"""A minimal Qwen3 / Llama forward over a static, per-slot KV cache.
+
+The two families differ here only in Qwen3's per-head RMSNorm of q and k before the rotary
+(``Qwen3Shape.qk_norm``; a Llama has none, and its tied embeddings arrive as ``lm_head``'s weight).
 
 Weights live in preallocated buffers (stacked over layers; q/k/v and gate/up fused), so that new
 sampler weights are copied *into* them and captured CUDA graphs stay valid. The KV cache is one
@@ -37,6 +40,8 @@ import torch.nn.functional as F
 
 from . import decode_attention, decode_pieces, skinny_gemm
 
+FAMILIES = ("qwen3", "llama")   # HF model_type values the engine serves
+
 
 @dataclass(frozen=True)
 class Qwen3Shape:
@@ -49,19 +54,34 @@ class Qwen3Shape:
     ffn: int
     eps: float
     rope_theta: float
+    qk_norm: bool = True      # Qwen3: q/k RMSNorm per head before the rotary; Llama: none
 
     @classmethod
     def from_hf_config(cls, cfg) -> "Qwen3Shape":
+        kind = getattr(cfg, "model_type", None)
+        if kind not in FAMILIES:
+            raise ValueError(f"model_type {kind!r}: the static engine runs {' and '.join(FAMILIES)} dense models")
+        if kind == "llama":
+            extra = [k for k in ("attention_bias", "mlp_bias") if getattr(cfg, k, False)]
+            if getattr(cfg, "hidden_act", "silu") != "silu":
+                extra.append(f"hidden_act {cfg.hidden_act!r}")
+            if extra:
+                raise ValueError(f"static engine serves Llama without biases and with SiLU, not {', '.join(extra)}")
         rope = getattr(cfg, "rope_parameters", None) or {}
         theta = rope.get("rope_theta") if isinstance(rope, dict) else None
         if theta is None:
             theta = getattr(cfg, "rope_theta", 1_000_000.0)
         if isinstance(rope, dict) and rope.get("rope_type", "default") not in ("default", None):
             raise ValueError(f"static engine supports default rotary only, not {rope.get('rope_type')!r}")
+        scaling = getattr(cfg, "rope_scaling", None)
+        scaling_type = scaling.get("rope_type", scaling.get("type", "default")) if isinstance(scaling, dict) else None
+        if scaling_type not in ("default", None):
+            raise ValueError(f"static engine supports default rotary only, not {scaling!r}")
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         return cls(vocab=int(cfg.vocab_size), hidden=int(cfg.hidden_size), layers=int(cfg.num_hidden_layers),
                    heads=int(cfg.num_attention_heads), kv_heads=int(cfg.num_key_value_heads), head_dim=int(head_dim),
-                   ffn=int(cfg.intermediate_size), eps=float(cfg.rms_norm_eps), rope_theta=float(theta))
+                   ffn=int(cfg.intermediate_size), eps=float(cfg.rms_norm_eps), rope_theta=float(theta),
+                   qk_norm=kind == "qwen3")
 
     def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
         return self.layers * 2 * self.kv_heads * self.head_dim * dtype_bytes
@@ -183,6 +203,12 @@ class StaticQwen3:
         s = self.shape
         eps, qd, kd, Hq, Hkv, D, Fd = s.eps, self.qd, self.kd, s.heads, s.kv_heads, s.head_dim, s.ffn
         scale, dt = self.scale, self.dtype
+        has_qk_norm = s.qk_norm
+
+        def qk_normed(qk, qn, kn):  # [N, Hq + Hkv, D]: Qwen3's per-head RMSNorm of q and k (Llama: none)
+            if not has_qk_norm:
+                return qk
+            return rms_norm(qk, torch.cat((qn.expand(Hq, D), kn.expand(Hkv, D))), eps)
 
         # Inputs are fresh tensors or fixed-shape weight views: views of varying shape would make
         # Dynamo guard on their bases and recompile.
@@ -193,8 +219,7 @@ class StaticQwen3:
             # q and k heads normed and rotated as one [N, Hq + Hkv, D] tensor (one kernel, the same
             # per-head arithmetic as two); q, k, v are views into it and qkv (the Triton attention
             # reads them through their strides)
-            w = torch.cat((qn.expand(Hq, D), kn.expand(Hkv, D)))
-            qk = rope(rms_norm(qkv[:, : qd + kd].reshape(-1, Hq + Hkv, D), w, eps), cos, sin)
+            qk = rope(qk_normed(qkv[:, : qd + kd].reshape(-1, Hq + Hkv, D), qn, kn), cos, sin)
             return qk[:, :Hq], qk[:, Hq:], qkv[:, qd + kd :].reshape(-1, Hkv, D)
 
         def post(x, o, w_o, ln2, w_gu, w_down):  # o: attention output, any shape with N * Hq * D elements
@@ -242,8 +267,7 @@ class StaticQwen3:
         def qk_rope(p, qn, kn, cos, sin):
             qkv = skinny_gemm.reduce(p, dt)
             cos, sin = cos[:, None, :], sin[:, None, :]
-            w = torch.cat((qn.expand(Hq, D), kn.expand(Hkv, D)))
-            qk = rope(rms_norm(qkv[:, : qd + kd].reshape(-1, Hq + Hkv, D), w, eps), cos, sin)
+            qk = rope(qk_normed(qkv[:, : qd + kd].reshape(-1, Hq + Hkv, D), qn, kn), cos, sin)
             return qk[:, :Hq], qk[:, Hq:], qkv[:, qd + kd :].reshape(-1, Hkv, D)
 
         def add_norm(x, p, w):  # residual add + the next RMSNorm: (x, normed x)
@@ -260,11 +284,12 @@ class StaticQwen3:
         self._triton = {}
         if self.triton_pieces:
             self._triton = dict(
-                qk_rope=lambda p, qn, kn, cos, sin: decode_pieces.qk_rope(p, qn, kn, cos, sin, Hq, Hkv, eps),
+                qk_rope=lambda p, qn, kn, cos, sin: decode_pieces.qk_rope(p, qn, kn, cos, sin, Hq, Hkv, eps,
+                                                                          norm=has_qk_norm),
                 add_norm=lambda x, p, w: decode_pieces.add_norm(x, p, w, eps),
                 add_norm_pdl=lambda x, p, w: decode_pieces.add_norm(x, p, w, eps, pdl=True),
                 qk_rope_pdl=lambda p, qn, kn, cos, sin: decode_pieces.qk_rope(p, qn, kn, cos, sin, Hq, Hkv, eps,
-                                                                              pdl=True))
+                                                                              pdl=True, norm=has_qk_norm))
         self._set_pieces(self._eager)
 
     def _set_pieces(self, table: dict) -> None:
@@ -308,7 +333,7 @@ class StaticQwen3:
     # ------------------------------------------------------------------ weights
     @torch.no_grad()
     def load(self, parts) -> None:
-        """Copy weights in place. ``parts`` is a ``weights.Qwen3Parts``-like object."""
+        """Copy weights in place. ``parts`` is a ``weights.Qwen3Parts``-like object (a Llama's q/k norms are None)."""
         qd, kd, Fd = self.qd, self.kd, self.shape.ffn
         self.embed.copy_(parts.embed())
         self.lm_head.copy_(parts.lm_head())
@@ -324,8 +349,9 @@ class StaticQwen3:
             self.w_down[l].copy_(d)
             self.ln1[l].copy_(ln1)
             self.ln2[l].copy_(ln2)
-            self.qn[l].copy_(qn)
-            self.kn[l].copy_(kn)
+            if self.shape.qk_norm:
+                self.qn[l].copy_(qn)
+                self.kn[l].copy_(kn)
 
     # ------------------------------------------------------------------ forward pieces
     @torch.no_grad()

@@ -1,4 +1,5 @@
-"""Weights for the static engine, read from an HF Qwen3 causal LM.
+"""Weights for the static engine, read from an HF Qwen3 or Llama causal LM (tied embeddings: lm_head is
+the embedding's weight, as HF ties them).
 
 The module may carry peft LoRA layers (peft injects them into the HF model in place, so the
 runtime's ``BaseModel.hf`` is the structure to walk either way). With ``adapter`` given, each
@@ -56,4 +57,11 @@ class Qwen3Parts:
         layer = self.inner.layers[l]
         a, m, W = layer.self_attn, layer.mlp, lambda mod: linear_weight(mod, self.adapter)
         return (W(a.q_proj), W(a.k_proj), W(a.v_proj), W(a.o_proj), W(m.gate_proj), W(m.up_proj), W(m.down_proj),
-                layer.input_layernorm.weight, layer.post_attention_layernorm.weight, a.q_norm.weight, a.k_norm.weight)
+                layer.input_layernorm.weight, layer.post_attention_layernorm.weight, _weight(a, "q_norm"),
+                _weight(a, "k_norm"))
+
+
+def _weight(mod: torch.nn.Module, name: str) -> torch.Tensor | None:
+    """A Qwen3 attention's q_norm / k_norm weight; None for a Llama's (it has none)."""
+    sub = getattr(mod, name, None)
+    return None if sub is None else sub.weight
