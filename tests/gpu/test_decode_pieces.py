@@ -52,7 +52,7 @@ LLAMA = Qwen3Shape(vocab=64, hidden=576, layers=1, heads=9, kv_heads=3, head_dim
 @cuda
 @pytest.mark.parametrize("M,split", [(1, 2), (16, 1), (64, 4)])
 def test_qk_rope_without_norm_matches_the_torch_piece(M, split):
-    """A Llama's qk_rope (NORM False: rotary only) against the torch piece; planted: the norm left on -> fails."""
+    """A Llama's qk_rope (NORM False: rotary only) against the torch piece (CUDA only: not yet run on a GPU)."""
     m = StaticQwen3(LLAMA, "cuda", torch.bfloat16, 64, 1024, "bmm", True)
     g = torch.Generator(device="cuda").manual_seed(M + split)
     n_out = (LLAMA.heads + 2 * LLAMA.kv_heads) * LLAMA.head_dim
