@@ -37,7 +37,9 @@ from services.tasks.network import verifier_network
 from services.tasks.prepare import base_of, prepare_tasks
 from services.tasks.task import load_dataset, load_task
 
-from .conftest import manager_factory
+from helpers import read_json, run_sh
+
+from .conftest import containers_of, manager_factory
 
 REPO = Path(__file__).resolve().parents[2]
 DATASET = REPO / "datasets" / "swebench-verified-like"
@@ -296,6 +298,43 @@ def test_flask_gold_1_with_upstream_file_served(flask_prepared, net_admin):
         aside.rename(stored)
     assert withheld.infra and withheld.error == "VerifierInfraError", withheld
     assert f"raw.githubusercontent.com/{rel}" in withheld.reason, withheld.reason
+
+
+ROLLOUT_TASKS = [FLASK[0], "psf__requests-90003"]   # one whose grading needs an upstream file, one that does not
+
+
+def test_sft_rollout_grpo_on_the_stand_in_tasks(docker_client, like_images, running_docker):
+    """run.sh on the stand-in SWE-bench Verified tasks as a user runs it (issue 36 item 6): the docker backend
+    builds nothing new (the offline env images, LTS_OFFLINE_BUILD=1), prepares and scrubs them, exports the flask
+    task's upstream file into the manager's mirror; SFT from the gold patches, a rollout of both tasks with the
+    SFT checkpoint and a 2-step GRPO. Rewards come from each task's own test.sh (swebench's eval script and
+    parser.py through ``uv run``, the verifier on the mirror): no infrastructure failure, the documented result
+    files, and at least one rollout paid 1 by the real grader (planted: the mirror's raw store emptied ->
+    the flask rollouts are infra failures and the test fails)."""
+    _, env, worker = running_docker
+    env = {**env, offline_build.ENV_FLAG: "1"}
+    tasks = [a for t in ROLLOUT_TASKS for a in ("--task-id", t)]
+    docker = ["--dataset", str(DATASET), "--sandbox-backend", "docker", *tasks]
+    sft = run_sh(env, "sft", *docker, "--num-steps", "40", "--batch-size", "8", "--eval-every", "0",
+                 "--learning-rate", "5e-3", timeout=900)
+    ckpt = read_json(sft / "results" / "sft" / "result.json")["final_checkpoint"]
+    assert ckpt.startswith("tinker://")
+    ro = run_sh(env, "rollout", *docker, "--n", "2", "--temperature", "0.3", "--model-path", ckpt, timeout=900)
+    rr = read_json(ro / "results" / "rollout" / "result.json")
+    assert rr["n_rollouts"] == 4 and rr["failures"]["infra"] == 0, rr["failures"]
+    summaries = [read_json(p) for p in sorted((ro / "results" / "rollout").glob("*/summary.json"))]
+    assert len(summaries) == 4 and {s["task_id"].split("/")[-1] for s in summaries} == set(ROLLOUT_TASKS), summaries
+    grpo = run_sh(env, "grpo", *docker, "--num-steps", "2", "--group-size", "2", "--groups-per-step", "2",
+                  "--temperature", "0.7", "--init-from", ckpt, "--learning-rate", "1e-3", timeout=900)
+    out = read_json(grpo / "results" / "grpo" / "result.json")
+    assert len(out["steps"]) == 2
+    for st in out["steps"]:
+        assert st["n_rollouts"] == 4 and st["failures"]["infra"] == 0, st["failures"]
+    rewards = [s["reward"] for s in summaries] + [st["mean_reward"] for st in out["steps"]]
+    print("rollout rewards", [s["reward"] for s in summaries], "grpo mean rewards",
+          [st["mean_reward"] for st in out["steps"]])
+    assert max(rewards) > 0, "no rollout was paid by the tasks' own test.sh"
+    assert containers_of(docker_client, worker) == []
 
 
 def test_no_containers_left(docker_client, like_images):

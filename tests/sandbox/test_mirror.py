@@ -10,6 +10,7 @@ import os
 import socket
 import ssl
 
+import services.sandbox.mirror as mirror_mod
 from services.sandbox.mirror import Mirror, store_raw
 
 RAW = "raw.githubusercontent.com"
@@ -99,3 +100,52 @@ def _connect(path):
         return s
     finally:
         os.close(fd)
+
+
+def test_upstream_fetches_share_a_few_connections_and_retry_a_failed_connect(tmp_path, monkeypatch):
+    """60 wheels asked at once (uv in a few verifier sandboxes) reach the registry over at most
+    UPSTREAM_CONNECTIONS connections (60 new TLS connections at once timed out connecting on a NATed host),
+    every one answered; a connection refused once is tried again instead of becoming a verifier infra failure.
+    Planted: no connection limit -> 60 open at once -> fails."""
+    state = {"open": 0, "peak": 0, "refuse": 1}
+
+    async def handle(r, w):
+        state["open"] += 1
+        state["peak"] = max(state["peak"], state["open"])
+        try:
+            while True:
+                try:
+                    await r.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                await asyncio.sleep(0.02)
+                w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok")
+                await w.drain()
+        finally:
+            state["open"] -= 1
+            w.close()
+
+    async def main():
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        m = Mirror(tmp_path / "m")
+        try:
+            got = await asyncio.gather(*[m._fetch(f"http://127.0.0.1:{port}/w{i}.whl") for i in range(60)])
+            assert [g[:2] for g in got] == [(200, b"ok")] * 60
+            assert 1 <= state["peak"] <= mirror_mod.UPSTREAM_CONNECTIONS, state
+            real = m.http().get
+
+            async def flaky(url, **kw):   # the first connect fails, as a NATed host's connect timeout does
+                if state["refuse"]:
+                    state["refuse"] -= 1
+                    raise mirror_mod.httpx.ConnectTimeout("")
+                return await real(url, **kw)
+
+            monkeypatch.setattr(m._http, "get", flaky)
+            assert (await m._fetch(f"http://127.0.0.1:{port}/again.whl"))[:2] == (200, b"ok")
+            assert state["refuse"] == 0
+        finally:
+            await m.aclose()
+            srv.close()
+
+    asyncio.run(main())
