@@ -309,21 +309,31 @@ def test_sft_rollout_grpo_on_the_stand_in_tasks(docker_client, like_images, runn
     task's upstream file into the manager's mirror; SFT from the gold patches, a rollout of both tasks with the
     SFT checkpoint and a 2-step GRPO. Rewards come from each task's own test.sh (swebench's eval script and
     parser.py through ``uv run``, the verifier on the mirror): no infrastructure failure, the documented result
-    files, and at least one rollout paid 1 by the real grader (planted: the mirror's raw store emptied ->
-    the flask rollouts are infra failures and the test fails)."""
+    files, and rollouts paid 1 by the real grader (seen failing: with 40 SFT steps the policy missed the fix and
+    every reward was 0). Also unmodified mini-swe-agent inside the flask task's container, graded."""
     _, env, worker = running_docker
     env = {**env, offline_build.ENV_FLAG: "1"}
     tasks = [a for t in ROLLOUT_TASKS for a in ("--task-id", t)]
     docker = ["--dataset", str(DATASET), "--sandbox-backend", "docker", *tasks]
-    sft = run_sh(env, "sft", *docker, "--num-steps", "40", "--batch-size", "8", "--eval-every", "0",
+    sft = run_sh(env, "sft", *docker, "--num-steps", "100", "--batch-size", "8", "--eval-every", "0",
                  "--learning-rate", "5e-3", timeout=900)
-    ckpt = read_json(sft / "results" / "sft" / "result.json")["final_checkpoint"]
-    assert ckpt.startswith("tinker://")
+    res = read_json(sft / "results" / "sft" / "result.json")
+    ckpt = res["final_checkpoint"]
+    # SFT keeps only gold trajectories that the task's own test.sh paid 1, through the sandbox and the mirror
+    print("gold p", res["gold_p_final"])
+    assert ckpt.startswith("tinker://") and {t.split("/")[-1] for t in res["gold_p_final"]} == set(ROLLOUT_TASKS)
     ro = run_sh(env, "rollout", *docker, "--n", "2", "--temperature", "0.3", "--model-path", ckpt, timeout=900)
     rr = read_json(ro / "results" / "rollout" / "result.json")
     assert rr["n_rollouts"] == 4 and rr["failures"]["infra"] == 0, rr["failures"]
     summaries = [read_json(p) for p in sorted((ro / "results" / "rollout").glob("*/summary.json"))]
     assert len(summaries) == 4 and {s["task_id"].split("/")[-1] for s in summaries} == set(ROLLOUT_TASKS), summaries
+    # the black-box harness: unmodified mini-swe-agent running inside the task's own (scrubbed) container, its
+    # calls sampled by the same checkpoint through the ModelService; graded by the same test.sh
+    ms = run_sh(env, "rollout", "--agent", "mini-swe-agent", "--dataset", str(DATASET), "--sandbox-backend", "docker",
+                "--task-id", FLASK[0], "--n", "1", "--model-path", ckpt, timeout=900)
+    mr = read_json(ms / "results" / "rollout" / "result.json")
+    assert mr["n_rollouts"] == 1 and mr["failures"] == {"infra": 0, "agent": 0, "verifier": 0, "retries": 0}, mr
+    assert mr["rollouts"][0]["reward"] is not None and mr["rollouts"][0].get("sample_tokens", 0) > 0, mr["rollouts"]
     grpo = run_sh(env, "grpo", *docker, "--num-steps", "2", "--group-size", "2", "--groups-per-step", "2",
                   "--temperature", "0.7", "--init-from", ckpt, "--learning-rate", "1e-3", timeout=900)
     out = read_json(grpo / "results" / "grpo" / "result.json")
