@@ -51,7 +51,7 @@ class ImageRef(str):
     the base commit of the repo inside it (what a patch is taken against)."""
 
     commit: str | None = None
-    limits: dict[str, Any] | None = None   # the task's [environment] cpus / memory_mb
+    limits: dict[str, Any] | None = None   # the task's [environment] cpus / memory_mb / storage_mb (as disk_mb)
     network: str | None = None             # the sandbox's network mode (services.tasks.network)
 
     def __new__(cls, image: str, commit: str | None = None, limits: dict[str, Any] | None = None,
@@ -195,7 +195,10 @@ def _image_present(docker: Any, base: dict[str, Any]) -> bool:
 
 def _build_image_base(task: Task, docker: Any) -> dict[str, Any]:
     env = task.config.environment
-    base = {**task_image(docker, task), "limits": {"cpus": float(env.cpus), "memory_mb": int(env.memory_mb)}}
+    # storage_mb: the sandbox's disk_mb (the /tmp tmpfs, the container's writable layer where the engine's
+    # storage driver can cap it; services/sandbox/backends/docker_backend.py), lowered to max_limits there
+    base = {**task_image(docker, task), "limits": {"cpus": float(env.cpus), "memory_mb": int(env.memory_mb),
+                                                   "disk_mb": int(env.storage_mb)}}
     try:   # an offline build (uv installer line substituted): its record, with the original Dockerfile's sha256
         label = (docker.images.get(base["env_image"]).labels or {}).get(OFFLINE_LABEL)
         if label:

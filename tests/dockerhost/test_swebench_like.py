@@ -250,12 +250,17 @@ def test_agent_sandbox_history_is_the_base_only(like_prepared, net_admin, instan
                                     "for f in ORIG_HEAD FETCH_HEAD logs/refs/stash; do [ -e .git/$f ] && echo HAS $f; "
                                     f"done; {probes}; true")
                 ifaces = await sb.run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
-                return hist.output.split(), ifaces.output.split()
+                tmp_mb = await sb.run("df -m /tmp | tail -1 | awk '{print $2}'")
+                return hist.output.split(), ifaces.output.split(), int(tmp_mb.output.strip())
             finally:
                 await sb.close()
-    hist, ifaces = asyncio.run(main())
+    hist, ifaces, tmp_mb = asyncio.run(main())
     assert hist == ["/testbed", rec["base_commit"], "1", "0", "0"], hist
     assert ifaces == ["lo"], ifaces
+    # task.toml's storage_mb (10240) is the sandbox's disk_mb, lowered to the manager's max_limits (8192;
+    # the default, without it, is 1024)
+    assert base_of(entry).limits["disk_mb"] == task.config.environment.storage_mb == 10240
+    assert tmp_mb == 8192, tmp_mb
 
 
 def test_flask_gold_1_with_upstream_file_served(flask_prepared, net_admin):
