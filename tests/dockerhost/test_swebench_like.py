@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import read_json, run_sh
 from services.sandbox import offline_build
 from services.sandbox.docker_images import OFFLINE_CACHE, environment_image
 from services.tasks import swebench_like as sl
@@ -36,8 +37,6 @@ from services.tasks.cleangrade import grade_patch
 from services.tasks.network import verifier_network
 from services.tasks.prepare import base_of, prepare_tasks
 from services.tasks.task import load_dataset, load_task
-
-from helpers import read_json, run_sh
 
 from .conftest import containers_of, manager_factory
 
