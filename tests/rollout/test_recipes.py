@@ -174,11 +174,12 @@ def test_kill9_client_then_resume_matches_uninterrupted_run(warm):
 
 def test_ppo_kl_penalty_holds_the_policy_near_its_warm_start(warm):
     """The KL reference is the run's starting policy (the SFT warm start); every trajectory trains. Over
-    the same seeds, beta 0.5 ends nearer the warm start than beta 0: in the KL the runs report, and in
-    KL(start || final) measured afresh on the first step's rollouts (sampled from the start policy)."""
+    the same seeds, beta 4 ends nearer the warm start than beta 0 (less than half its KL(start || final),
+    measured afresh on the first step's rollouts, sampled from the start policy). Planted: the penalty's
+    gradient dropped (no forward_backward_custom) -> the two runs end equally far -> fails."""
     tmp, env, ck = warm
     kls, measured, refs = {}, {}, {}
-    for beta in ("0", "0.5"):
+    for beta in ("0", "4"):
         d = _run(env, "ppo-kl", "--preset", "quickstart", *TASKS, "--num-steps", "3", "--group-size", "4",
                  "--groups-per-step", "2", "--kl-beta", beta, "--init-from", ck, "--seed", "3",
                  "--learning-rate", "3e-3")
@@ -194,9 +195,12 @@ def test_ppo_kl_penalty_holds_the_policy_near_its_warm_start(warm):
         measured[beta] = _kl_from_start(env, ck, res["final_checkpoint"], first)
     print(f"ppo-kl: sum of the per-step KL the runs report {kls}; KL(start || final) measured {measured}")
     assert kls["0"] > 0 and measured["0"] > 0, (kls, measured)  # unpenalised, the policy moves away from its start
-    assert kls["0.5"] < kls["0"], kls
-    assert measured["0.5"] < measured["0"], measured
-    assert refs == {"0": {"model_path": ck}, "0.5": {"model_path": ck}}, refs
+    # The controlled comparison: KL(start || final) on the same rollouts. The KL the runs report is each step's
+    # own batch, sampled by a policy that differs between the runs, so it is not compared (at seed 3 it read
+    # 0.68 at beta 0 and 0.80 at beta 4 while the measured KL was 0.121 vs 0.040; at beta 0.5 the measured
+    # ones were within 1 % at seed 4: too weak a penalty for 3 steps to show).
+    assert measured["4"] < 0.5 * measured["0"], measured
+    assert refs == {"0": {"model_path": ck}, "4": {"model_path": ck}}, refs
 
 
 def test_grpo_with_mini_swe_agent_from_the_sft_warm_start(warm):
