@@ -14,6 +14,8 @@ A Qwen3-shaped model with the tiny default's body (2 layers, hidden 128) and a f
 ``logprobs.microbatch_loss`` + backward on ``rows`` sequences of tokens/rows tokens with the PPO loss:
   dense   every position has an advantage (the dense route: all positions need gradient)
   active  a prompt of half the tokens has weight 0 (the active-positions route)
+  prompt  no training: prompt logprobs of one ``tokens``-long sequence through the sampler (compute_logprobs, a
+          KL reference), before = the model's full logits (sampler.CHUNKED_PROMPT_LOGPROBS False)
 ``before`` is the previous CPU path (``model(ids).logits`` over the whole micro-batch; logprobs.CHUNKED =
 False), ``after`` the chunked one (lm_head + log-softmax per chunk, recomputed in backward). Printed: peak
 RSS above the process's RSS after building the model, in MB and in KB per training token, and the time.
@@ -37,7 +39,7 @@ def child(tokens: int, vocab: int, rows: int, route: str, chunked: bool) -> dict
     import torch  # noqa: PLC0415
     from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: PLC0415
 
-    from services.backend import logprobs, losses  # noqa: PLC0415
+    from services.backend import logprobs, losses, sampler  # noqa: PLC0415
     from services.backend.codec import Datum  # noqa: PLC0415
 
     torch.set_num_threads(1)
@@ -46,6 +48,19 @@ def child(tokens: int, vocab: int, rows: int, route: str, chunked: bool) -> dict
                       num_attention_heads=4, num_key_value_heads=2, head_dim=32, tie_word_embeddings=True)
     model = Qwen3ForCausalLM(cfg).float()
     logprobs.CHUNKED = chunked
+    if route == "prompt":   # compute_logprobs / a KL reference: prompt logprobs of one sequence through the sampler
+        sampler.CHUNKED_PROMPT_LOGPROBS = chunked
+        spec = sampler.SampleSpec(prompt=np.random.default_rng(0).integers(0, vocab, tokens).tolist(), max_tokens=1,
+                                  prompt_logprobs=True, seed=0)
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        t = time.perf_counter()
+        with torch.no_grad():
+            sampler.generate(model, None, [spec], torch.device("cpu"))
+        dt = time.perf_counter() - t
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return {"tokens": tokens, "route": route, "path": "after" if chunked else "before", "base_mb": round(rss0),
+                "peak_extra_mb": round(peak - rss0), "kb_per_token": round((peak - rss0) * 1024 / tokens, 1),
+                "seconds": round(dt, 2)}
     n = tokens // rows
     rng = np.random.default_rng(0)
     batch = []
@@ -100,7 +115,7 @@ def main() -> None:
     ap.add_argument("--tokens", default="2048,8192", help="training tokens per micro-batch (comma-separated)")
     ap.add_argument("--vocab", type=int, default=151_669)
     ap.add_argument("--rows", type=int, default=4)
-    ap.add_argument("--routes", default="dense,active")
+    ap.add_argument("--routes", default="dense,active,prompt")
     ap.add_argument("--max-before-tokens", type=int, default=4096,
                     help="skip the 'before' path above this many tokens (it needs ~12 B x vocab per token)")
     ap.add_argument("--quickstart", default=None, help="run.sh modes to run (comma-separated), e.g. ppo,ppo-kl,grpo")

@@ -112,6 +112,17 @@ def generate(module, tokenizer, specs: list[SampleSpec], device: torch.device,
     return results
 
 
+# Prompt logprobs: positions per lm_head + log-softmax chunk, one [chunk, vocab] float32 buffer within this budget.
+# CHUNKED_PROMPT_LOGPROBS False: the previous path (the model's full logits), bench/bench_memory.py's baseline.
+PROMPT_LOGITS_CHUNK_BYTES = {"cuda": 1 << 30, "cpu": 128 << 20}
+CHUNKED_PROMPT_LOGPROBS = True
+
+
+def _logits_chunk(vocab: int, device: torch.device) -> int:
+    budget = PROMPT_LOGITS_CHUNK_BYTES.get(device.type, PROMPT_LOGITS_CHUNK_BYTES["cpu"])
+    return int(min(4096, max(16, budget // (4 * max(vocab, 1)))))
+
+
 def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
     """Decode one wave; True if it stopped early because a spec's ``should_yield()`` said so
     (its unfinished rows are then returned as "preempted", with their streams in ``resume``)."""
@@ -142,10 +153,21 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
     ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
     # Without left padding the attention mask is plain causal: let the model take its fast path.
     padded = any(len(p) != len(prompts[0]) for p in prompts)
-    out = module(input_ids=ids, attention_mask=mask if padded else None, position_ids=pos if padded else None,
-                 past_key_values=cache, use_cache=True, logits_to_keep=0 if need_all_logits else 1)
-    logits = out.logits
-    last = logits[:, -1, :].float()
+    kw = dict(attention_mask=mask if padded else None, position_ids=pos if padded else None, past_key_values=cache,
+              use_cache=True)
+    hf = module.get_base_model() if hasattr(module, "get_base_model") else module
+    if need_all_logits and CHUNKED_PROMPT_LOGPROBS and hasattr(hf, "model") and hasattr(hf, "lm_head"):
+        # prompt logprobs (compute_logprobs, a KL reference): the final hidden states, and lm_head + log-softmax per
+        # chunk of positions, never [rows, L, vocab] logits at once (an 11k-token prompt x 151,669 x 4 B = 6.7 GB
+        # per copy: the quick start's ppo-kl reference drove the CPU backend to 7 GB, issue 37)
+        hidden = hf.model(input_ids=ids, **kw).last_hidden_state
+        head = hf.lm_head
+        last = head(hidden[:, -1, :]).float()
+    else:
+        out = module(input_ids=ids, logits_to_keep=0 if need_all_logits else 1, **kw)
+        hidden, head = out.logits, None    # the logits themselves (a model without .model / .lm_head)
+        last = hidden[:, -1, :].float()
+    chunk = _logits_chunk(int(getattr(hf.config, "vocab_size", last.shape[-1]) or last.shape[-1]), hidden.device)
 
     for i in idxs:
         s = specs[i]
@@ -153,27 +175,30 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
         results[i].cache_hit_tokens = 0
         if s.prompt_logprobs or s.topk_prompt_logprobs:
             P = len(s.prompt)
-            lg = logits[r, L - P: L].float()  # position j predicts prompt[j+1]
-            lsm = torch.log_softmax(lg, -1)
             first_scored = 1 if not s.prompt_logprobs_last_n else max(1, P - s.prompt_logprobs_last_n)
+            k = s.topk_prompt_logprobs
+            pl = np.full(P, np.nan, dtype=np.float32)
+            tids = np.zeros((P, k), dtype=np.int32)
+            tlps = np.full((P, k), -99999.0, dtype=np.float32)
+            rows_h = hidden[r, L - P: L - 1]   # position j predicts prompt[j+1]
+            tgt_all = torch.tensor(s.prompt[1:], device=hidden.device, dtype=torch.long)
+            for c in range(0, P - 1, chunk):
+                lg = rows_h[c: c + chunk]
+                lg = (head(lg) if head is not None else lg).float()
+                lsm = torch.log_softmax(lg, -1)
+                if s.prompt_logprobs:
+                    pl[1 + c: 1 + c + len(lg)] = lsm.gather(-1, tgt_all[c: c + chunk, None])[:, 0].cpu().numpy()
+                if k:
+                    v, t = torch.topk(lsm, k=min(k, lsm.shape[-1]), dim=-1)
+                    tids[1 + c: 1 + c + len(lg), : v.shape[1]] = t.cpu().numpy()
+                    tlps[1 + c: 1 + c + len(lg), : v.shape[1]] = v.cpu().numpy()
+                del lg, lsm
             if s.prompt_logprobs:
-                pl = np.full(P, np.nan, dtype=np.float32)
-                if P > 1:
-                    tgt = torch.tensor(s.prompt[1:], device=lsm.device)
-                    vals = lsm[:-1].gather(-1, tgt[:, None])[:, 0].cpu().numpy()
-                    pl[1:] = vals
-                    pl[:first_scored] = np.nan
+                pl[:first_scored] = np.nan
                 results[i].prompt_logprobs = pl
-            if s.topk_prompt_logprobs:
-                k = s.topk_prompt_logprobs
-                tids = np.zeros((P, k), dtype=np.int32)
-                tlps = np.full((P, k), -99999.0, dtype=np.float32)
-                if P > 1:
-                    v, t = torch.topk(lsm[:-1], k=min(k, lsm.shape[-1]), dim=-1)
-                    tids[1:, : v.shape[1]] = t.cpu().numpy()
-                    tlps[1:, : v.shape[1]] = v.cpu().numpy()
-                    tids[:first_scored] = 0
-                    tlps[:first_scored] = -99999.0
+            if k:
+                tids[:first_scored] = 0
+                tlps[:first_scored] = -99999.0
                 results[i].topk_prompt = (tids, tlps)
 
     # ---- expand to one row per sampled sequence

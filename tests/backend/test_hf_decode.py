@@ -85,3 +85,33 @@ def test_generate_matches_transformers_path(hf, tok, monkeypatch):
             assert max(abs(a - b) for a, b in zip(l1, l2)) < 1e-4
             ends.add(len(t1))
     assert len(ends) > 3   # rows stopped at different steps: the cache was reordered several times
+
+
+def test_prompt_logprobs_are_chunked_and_exact(hf, tok, monkeypatch):
+    """Prompt logprobs and top-k prompt logprobs (compute_logprobs, a KL reference) through sampler.generate,
+    prompts of different lengths in one wave: the same values as log_softmax over the model's full logits,
+    while lm_head never sees more positions at once than one chunk (issue 37: the full [rows, L, vocab] logits of
+    an 11k-token prompt are 6.7 GB). Planted: the whole prompt through lm_head at once -> the chunk check fails."""
+    monkeypatch.setitem(sampler.PROMPT_LOGITS_CHUNK_BYTES, "cpu", 16 * 4 * hf.config.vocab_size)   # 16 positions
+    assert sampler._logits_chunk(hf.config.vocab_size, torch.device("cpu")) == 16
+    seen: list[int] = []
+    hook = hf.lm_head.register_forward_hook(lambda m, a, o: seen.append(a[0].reshape(-1, a[0].shape[-1]).shape[0]))
+    g = torch.Generator().manual_seed(5)
+    prompts = [torch.randint(100, 8000, (n,), generator=g).tolist() for n in (70, 45)]
+    specs = [sampler.SampleSpec(prompt=p, max_tokens=1, prompt_logprobs=True, topk_prompt_logprobs=3, seed=1)
+             for p in prompts]
+    try:
+        with torch.no_grad():
+            res = sampler.generate(hf, tok, specs, torch.device("cpu"))
+    finally:
+        hook.remove()
+    assert seen and max(seen) <= 16, seen
+    for p, r in zip(prompts, res):
+        with torch.no_grad():
+            lsm = torch.log_softmax(hf(input_ids=torch.tensor([p])).logits[0].float(), -1)
+        want = lsm[:-1].gather(-1, torch.tensor(p[1:])[:, None])[:, 0]
+        assert torch.isnan(torch.tensor(r.prompt_logprobs[0]))
+        assert torch.allclose(torch.tensor(r.prompt_logprobs[1:]), want, atol=1e-4)
+        v, t = torch.topk(lsm[:-1], 3, dim=-1)
+        tids, tlps = r.topk_prompt
+        assert (torch.tensor(tids[1:]) == t).all() and torch.allclose(torch.tensor(tlps[1:]), v, atol=1e-4)
