@@ -63,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         check_port(host, port, f"sandbox {args.role} port")
         if args.role == "admin" and backend_name == "local":   # sandboxes share this host
             check_limits_fit_host(dataclasses.asdict(sbconfig.default_limits(cfg)), "default_limits")
+        if backend_name == "docker":   # a Docker engine answers, before anything starts
+            from .backends.docker_backend import DockerBackend  # noqa: PLC0415 (the docker package: docker only)
+
+            DockerBackend.check_engine(cfg)
     except Refused as e:
         log.error("refusing to start: %s", e.message)
         print(f"error: {e.message}", file=sys.stderr)

@@ -173,3 +173,26 @@ def test_default_limits_above_the_hosts_are_refused_at_start(tmp_path):
         r = subprocess.run([sys.executable, "-m", "services.sandbox", "admin", "--config", str(cfg), "--port",
                             str(port)], cwd=REPO, capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and words in r.stderr, (limits, r.returncode, r.stderr[-2000:])
+
+
+def test_the_docker_backend_without_an_engine_is_refused_at_start(tmp_path):
+    """`serve.sh admin --backend docker` where no Docker engine answers: exit 2 in seconds, the message naming
+    where it looked and the fix, no traceback (before: the Docker SDK's DockerException traceback, exit 1).
+    Planted: no check -> exit 1 with a traceback -> fails."""
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    from tests.sandbox.conftest import REPO, free_port, write_config  # noqa: PLC0415
+
+    port = free_port()
+    cfg = write_config(tmp_path, port, f"nodock{os.getpid()}")
+    sock = tmp_path / "no-docker.sock"
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "services.sandbox", "admin", "--config", str(cfg), "--port", str(port),
+                        "--backend", "docker"], cwd=REPO, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "DOCKER_HOST": f"unix://{sock}"})
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert f"none answers at unix://{sock}" in r.stderr and "setup.sh docker" in r.stderr, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and time.monotonic() - t0 < 20, r.stderr[-2000:]
