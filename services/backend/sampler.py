@@ -159,7 +159,7 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
     if need_all_logits and CHUNKED_PROMPT_LOGPROBS and hasattr(hf, "model") and hasattr(hf, "lm_head"):
         # prompt logprobs (compute_logprobs, a KL reference): the final hidden states, and lm_head + log-softmax per
         # chunk of positions, never [rows, L, vocab] logits at once (an 11k-token prompt x 151,669 x 4 B = 6.7 GB
-        # per copy: the quick start's ppo-kl reference drove the CPU backend to 7 GB, issue 37)
+        # per copy; bench/bench_memory.py --routes prompt. Not the quick start's 7 GB prefill peak: docs/security.md)
         hidden = hf.model(input_ids=ids, **kw).last_hidden_state
         head = hf.lm_head
         last = head(hidden[:, -1, :]).float()
