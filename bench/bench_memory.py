@@ -16,6 +16,9 @@ A Qwen3-shaped model with the tiny default's body (2 layers, hidden 128) and a f
   active  a prompt of half the tokens has weight 0 (the active-positions route)
   prompt  no training: prompt logprobs of one ``tokens``-long sequence through the sampler (compute_logprobs, a
           KL reference), before = the model's full logits (sampler.CHUNKED_PROMPT_LOGPROBS False)
+  prefill no training: sampling 4 x ``rows`` prompts of up to ``tokens`` tokens each (different lengths, so
+          left-padded) in one wave; before = one prefill pass (sampler.PREFILL_IN_PIECES False), after = groups of
+          rows x chunks of queries within sampler.PREFILL_ATTENTION_BYTES. KB/token is per prompt token here
 ``before`` is the previous CPU path (``model(ids).logits`` over the whole micro-batch; logprobs.CHUNKED =
 False), ``after`` the chunked one (lm_head + log-softmax per chunk, recomputed in backward). Printed: peak
 RSS above the process's RSS after building the model, in MB and in KB per training token, and the time.
@@ -48,18 +51,25 @@ def child(tokens: int, vocab: int, rows: int, route: str, chunked: bool) -> dict
                       num_attention_heads=4, num_key_value_heads=2, head_dim=32, tie_word_embeddings=True)
     model = Qwen3ForCausalLM(cfg).float()
     logprobs.CHUNKED = chunked
-    if route == "prompt":   # compute_logprobs / a KL reference: prompt logprobs of one sequence through the sampler
-        sampler.CHUNKED_PROMPT_LOGPROBS = chunked
-        spec = sampler.SampleSpec(prompt=np.random.default_rng(0).integers(0, vocab, tokens).tolist(), max_tokens=1,
-                                  prompt_logprobs=True, seed=0)
+    if route in ("prompt", "prefill"):
+        rng = np.random.default_rng(0)
+        if route == "prompt":   # compute_logprobs / a KL reference: prompt logprobs of one sequence through the sampler
+            sampler.CHUNKED_PROMPT_LOGPROBS = chunked
+            specs = [sampler.SampleSpec(prompt=rng.integers(0, vocab, tokens).tolist(), max_tokens=1,
+                                        prompt_logprobs=True, seed=0)]
+        else:   # sampling: 4 x rows prompts of up to `tokens` tokens (different lengths: left-padded) in one wave
+            sampler.PREFILL_IN_PIECES = chunked
+            specs = [sampler.SampleSpec(prompt=rng.integers(0, vocab, tokens - 29 * i).tolist(), max_tokens=4,
+                                        num_samples=2, seed=i) for i in range(4 * rows)]
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         t = time.perf_counter()
         with torch.no_grad():
-            sampler.generate(model, None, [spec], torch.device("cpu"))
+            sampler.generate(model, None, specs, torch.device("cpu"))
         dt = time.perf_counter() - t
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         return {"tokens": tokens, "route": route, "path": "after" if chunked else "before", "base_mb": round(rss0),
-                "peak_extra_mb": round(peak - rss0), "kb_per_token": round((peak - rss0) * 1024 / tokens, 1),
+                "peak_extra_mb": round(peak - rss0),
+                "kb_per_token": round((peak - rss0) * 1024 / sum(len(x.prompt) for x in specs), 1),
                 "seconds": round(dt, 2)}
     n = tokens // rows
     rng = np.random.default_rng(0)
@@ -115,7 +125,7 @@ def main() -> None:
     ap.add_argument("--tokens", default="2048,8192", help="training tokens per micro-batch (comma-separated)")
     ap.add_argument("--vocab", type=int, default=151_669)
     ap.add_argument("--rows", type=int, default=4)
-    ap.add_argument("--routes", default="dense,active,prompt")
+    ap.add_argument("--routes", default="dense,active,prompt,prefill")
     ap.add_argument("--max-before-tokens", type=int, default=4096,
                     help="skip the 'before' path above this many tokens (it needs ~12 B x vocab per token)")
     ap.add_argument("--quickstart", default=None, help="run.sh modes to run (comma-separated), e.g. ppo,ppo-kl,grpo")

@@ -23,8 +23,7 @@ LOGITS_CHUNK_BYTES = {"cuda": 2 << 30, "cpu": 64 << 20}   # cuda: 2048-token chu
 
 def chunk_tokens_for(vocab: int, device: torch.device) -> int:
     """Tokens per lm_head chunk: one [chunk, vocab] float32 buffer within LOGITS_CHUNK_BYTES of the device."""
-    budget = LOGITS_CHUNK_BYTES.get(device.type, LOGITS_CHUNK_BYTES["cpu"])
-    return int(min(2048, max(32, budget // (4 * max(vocab, 1)))))
+    return sampler.logits_chunk_tokens(LOGITS_CHUNK_BYTES, vocab, device, 32, 2048)
 
 
 def token_logprobs(module: torch.nn.Module, inputs: list[np.ndarray], targets: list[np.ndarray],
@@ -161,6 +160,38 @@ def active_positions(loss_fn: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
     if loss_fn in ("importance_sampling", "ppo", "cispo"):
         act &= np.asarray(inputs["advantages"]) != 0
     return act
+
+
+MIN_MICROBATCH_TOKENS = 256
+MEMORY_SHARE = 0.5   # of the memory available when a forward_backward starts, for one micro-batch's activations
+
+
+def available_bytes(device: torch.device) -> int:
+    """Memory free for new tensors now: the CUDA device's free memory, or the host's MemAvailable."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    import psutil  # noqa: PLC0415 - the runtime's requirement; only read here
+    return int(psutil.virtual_memory().available)
+
+
+def activation_bytes_per_token(config, element_size: int, gradient_checkpointing: bool) -> int:
+    """Estimated bytes a training token keeps for backward: per layer its residual input, and without activation
+    checkpointing also the norms, q/k/v, attention output and the MLP's gate/up/activation/down inputs (~10 H +
+    4 I elements), twice for backward's transient copies. The logits are bounded apart (LOGITS_CHUNK_BYTES)."""
+    H = int(getattr(config, "hidden_size", 0) or 0)
+    inter = int(getattr(config, "intermediate_size", 0) or 4 * H)
+    layers = int(getattr(config, "num_hidden_layers", 0) or 0)
+    per_layer = H if gradient_checkpointing else 10 * H + 4 * inter
+    return max(1, 2 * layers * per_layer * element_size)
+
+
+def microbatch_token_cap(config, element_size: int, device: torch.device, configured: int,
+                         gradient_checkpointing: bool = False, available: int | None = None) -> int:
+    """Tokens per micro-batch: ``configured`` (engine max_tokens_per_microbatch), lowered where the estimated
+    activations would not fit MEMORY_SHARE of the memory available now (never below MIN_MICROBATCH_TOKENS)."""
+    free = available_bytes(device) if available is None else available
+    fit = int(free * MEMORY_SHARE) // activation_bytes_per_token(config, element_size, gradient_checkpointing)
+    return max(MIN_MICROBATCH_TOKENS, min(configured, fit))
 
 
 def microbatches(order: list[int], lens: list[int], max_tokens: int) -> list[list[int]]:

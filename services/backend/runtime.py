@@ -37,7 +37,7 @@ from .codec import FwdBwdRequest
 from .errors import NotFound
 from .gpu import train_kernels
 from .gpu.glue import make_sampling
-from .logprobs import microbatch_loss, microbatches
+from .logprobs import microbatch_loss, microbatch_token_cap, microbatches
 from .models import BaseModel, SamplerWeights, TrainableModel, enable_grad_ckpt, set_threads
 from .runtime_api import Poll, RuntimeAPI, TrainConfig
 from .snapshots import SamplerSnapshots
@@ -58,7 +58,8 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
         self.device = device
         self.dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
         self.checkpoint_dir = Path(checkpoint_dir)
-        self.max_tokens_per_microbatch = max_tokens_per_microbatch
+        self.max_tokens_per_microbatch = max_tokens_per_microbatch   # lowered per call to what memory fits
+        self._last_cap = max_tokens_per_microbatch
         self.max_sampler_snapshots = max_sampler_snapshots
         self.max_sampler_bytes = max_sampler_bytes  # bound on the snapshots' weights in memory (None: count only)
         self.spilled: dict[str, Path] = {}          # evicted in-memory snapshots, on disk until asked for again
@@ -157,7 +158,14 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
         order = sorted(range(len(req.data)), key=lambda i: -len(req.data[i].tokens))
         results: list[dict[str, np.ndarray] | None] = [None] * len(req.data)
         total_loss, n_tokens, clipped, counted = 0.0, 0, 0.0, 0
-        for n, mb in enumerate(microbatches(order, [len(d.tokens) for d in req.data], self.max_tokens_per_microbatch)):
+        hf = self.bases[tm.config.base_model].hf
+        cap = microbatch_token_cap(hf.config, next(hf.parameters()).element_size(), dev,
+                                   self.max_tokens_per_microbatch, self.gradient_checkpointing)
+        if cap < self.max_tokens_per_microbatch and cap != self._last_cap:
+            log.warning("forward_backward: micro-batches of at most %d tokens (max_tokens_per_microbatch %d): the "
+                        "memory available now fits no more", cap, self.max_tokens_per_microbatch)
+        self._last_cap = cap
+        for n, mb in enumerate(microbatches(order, [len(d.tokens) for d in req.data], cap)):
             if n and between is not None:
                 # No autograd graph is alive here (each micro-batch ran its backward); the sampling that
                 # may run can switch the peft model's active adapter, so this model's is set again.

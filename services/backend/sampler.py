@@ -118,9 +118,72 @@ PROMPT_LOGITS_CHUNK_BYTES = {"cuda": 1 << 30, "cpu": 128 << 20}
 CHUNKED_PROMPT_LOGPROBS = True
 
 
+def logits_chunk_tokens(budgets: dict[str, int], vocab: int, device: torch.device, lo: int, hi: int) -> int:
+    """Positions per lm_head + log-softmax chunk: one [chunk, vocab] float32 buffer within the device's budget
+    (``budgets``: device type -> bytes; "cpu" for any other), between ``lo`` and ``hi``. Shared with the trainer's
+    logprobs (logprobs.chunk_tokens_for)."""
+    budget = budgets.get(device.type, budgets["cpu"])
+    return int(min(hi, max(lo, budget // (4 * max(vocab, 1)))))
+
+
 def _logits_chunk(vocab: int, device: torch.device) -> int:
-    budget = PROMPT_LOGITS_CHUNK_BYTES.get(device.type, PROMPT_LOGITS_CHUNK_BYTES["cpu"])
-    return int(min(4096, max(16, budget // (4 * max(vocab, 1)))))
+    return logits_chunk_tokens(PROMPT_LOGITS_CHUNK_BYTES, vocab, device, 16, 4096)
+
+
+# The prefill's attention scores ([rows, heads, queries, keys] float32, with a softmax copy and the mask beside them)
+# within this budget: a wave's left-padded prompts are prefilled in groups of rows and chunks of query positions
+# (issue 37: 16 prompts x 3000 tokens in one pass held ~1 GB of scores on the tiny model; the quick start's PPO line
+# drove the backend to 7 GB). PREFILL_IN_PIECES False: one pass whatever its size (bench_memory's baseline).
+PREFILL_ATTENTION_BYTES = {"cuda": 4 << 30, "cpu": 128 << 20}
+PREFILL_IN_PIECES = True
+MIN_QUERY_CHUNK = 128
+
+
+def _prefill_plan(n_rows: int, L: int, S: int, config, device: torch.device) -> tuple[int, int]:
+    """(rows per group, query positions per chunk) of the prefill of ``n_rows`` prompts of L own tokens after S
+    shared ones: all at once when its attention fits PREFILL_ATTENTION_BYTES, else chunks of queries (at least
+    MIN_QUERY_CHUNK) over as many rows as fit."""
+    if not PREFILL_IN_PIECES or L <= 1:
+        return n_rows, L
+    heads = int(getattr(config, "num_attention_heads", 1) or 1)
+    per_query = heads * (S + L) * 4 * 3          # scores, their softmax, the mask: bytes per row per query position
+    budget = PREFILL_ATTENTION_BYTES.get(device.type, PREFILL_ATTENTION_BYTES["cpu"])
+    if n_rows * L * per_query <= budget:
+        return n_rows, L
+    q = min(L, max(MIN_QUERY_CHUNK, budget // (n_rows * per_query)))
+    rows = max(1, min(n_rows, budget // (q * per_query)))
+    return rows, q
+
+
+def _prefill_in_pieces(hf, ids, mask, pos, cache, S: int, rows_per: int, q_chunk: int, keep_all: bool):
+    """Prefill ``ids`` ([rows, L], left-padded after the S shared positions already in ``cache``, broadcast) in
+    groups of ``rows_per`` rows and chunks of ``q_chunk`` query positions, each chunk attending to its group's
+    cache so far: the same attention as one pass. Returns one cache of all rows and the final hidden states
+    ([rows, L, H] when ``keep_all``, else [rows, 1, H] of the last position)."""
+    n, L = ids.shape
+    groups, hiddens = [], []
+    for r0 in range(0, n, rows_per):
+        r1 = min(n, r0 + rows_per)
+        gc = GrowingCache()
+        for li, layer in enumerate(cache.layers if S else []):   # the shared prefix, copied for this group's rows
+            gc.update(layer.keys[r0:r1], layer.values[r0:r1], li)
+        outs = []
+        for q0 in range(0, L, q_chunk):
+            q1 = min(L, q0 + q_chunk)
+            h = hf.model(input_ids=ids[r0:r1, q0:q1], attention_mask=mask[r0:r1, :S + q1],
+                         position_ids=pos[r0:r1, q0:q1], past_key_values=gc, use_cache=True).last_hidden_state
+            outs.append(h if keep_all else h[:, -1:])
+        hiddens.append(torch.cat(outs, dim=1) if keep_all else outs[-1])
+        groups.append(gc)
+    if len(groups) == 1:
+        return groups[0], hiddens[0]
+    merged = GrowingCache()
+    for li in range(len(groups[0].layers)):
+        merged.update(torch.cat([g.layers[li].keys for g in groups]), torch.cat([g.layers[li].values for g in groups]),
+                      li)
+        for g in groups:   # free each group's buffers as soon as they are merged
+            g.layers[li].key_buf = g.layers[li].value_buf = g.layers[li].keys = g.layers[li].values = None
+    return merged, torch.cat(hiddens, dim=0)
 
 
 def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
@@ -156,7 +219,13 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
     kw = dict(attention_mask=mask if padded else None, position_ids=pos if padded else None, past_key_values=cache,
               use_cache=True)
     hf = module.get_base_model() if hasattr(module, "get_base_model") else module
-    if need_all_logits and CHUNKED_PROMPT_LOGPROBS and hasattr(hf, "model") and hasattr(hf, "lm_head"):
+    rows_per, q_chunk = _prefill_plan(len(prompts), L, S, hf.config, device)
+    if (rows_per < len(prompts) or q_chunk < L) and hasattr(hf, "model") and hasattr(hf, "lm_head"):
+        # the prefill's attention in pieces (rows x query positions) within PREFILL_ATTENTION_BYTES
+        cache, hidden = _prefill_in_pieces(hf, ids, mask, pos, cache, S, rows_per, q_chunk, need_all_logits)
+        head = hf.lm_head
+        last = head(hidden[:, -1, :]).float()
+    elif need_all_logits and CHUNKED_PROMPT_LOGPROBS and hasattr(hf, "model") and hasattr(hf, "lm_head"):
         # prompt logprobs (compute_logprobs, a KL reference): the final hidden states, and lm_head + log-softmax per
         # chunk of positions, never [rows, L, vocab] logits at once (an 11k-token prompt x 151,669 x 4 B = 6.7 GB
         # per copy; bench/bench_memory.py --routes prompt. Not the quick start's 7 GB prefill peak: docs/security.md)

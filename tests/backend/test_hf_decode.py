@@ -115,3 +115,47 @@ def test_prompt_logprobs_are_chunked_and_exact(hf, tok, monkeypatch):
         v, t = torch.topk(lsm[:-1], 3, dim=-1)
         tids, tlps = r.topk_prompt
         assert (torch.tensor(tids[1:]) == t).all() and torch.allclose(torch.tensor(tlps[1:]), v, atol=1e-4)
+
+
+def test_prefill_in_pieces_is_exact_and_bounded(hf, tok, monkeypatch):
+    """A wave's left-padded prefill runs in groups of rows and chunks of query positions within
+    PREFILL_ATTENTION_BYTES (issue 37: one pass over 16 prompts x 3000 tokens held ~1 GB of attention scores on the
+    tiny model): sampled tokens, logprobs and prompt logprobs equal one pass, with a shared prefix and without, and
+    no attention call sees more queries x keys x rows than the budget allows. Planted: one pass whatever the budget
+    -> the size check fails."""
+    rng = random.Random(3)
+    head = [rng.randrange(100, 8000) for _ in range(40)]
+    prefixed = [sampler.SampleSpec(prompt=head + [rng.randrange(100, 8000) for _ in range(150 + 37 * i)],
+                                   num_samples=2, max_tokens=6, seed=i) for i in range(5)]
+    scored = [sampler.SampleSpec(prompt=[rng.randrange(100, 8000) for _ in range(120 + 41 * i)], max_tokens=3,
+                                 seed=i, prompt_logprobs=True) for i in range(3)]
+    heads = hf.config.num_attention_heads
+    budget = 2 * 128 * heads * 400 * 4 * 3          # 2 rows x 128 queries x 400 keys
+    sizes: list[int] = []
+
+    def run(pieces: bool, specs):
+        monkeypatch.setattr(sampler, "PREFILL_IN_PIECES", pieces)
+        monkeypatch.setitem(sampler.PREFILL_ATTENTION_BYTES, "cpu", budget)
+        layer = hf.model.layers[0].self_attn
+        hook = layer.register_forward_hook(
+            lambda m, a, kw, o: sizes.append(kw["hidden_states"].shape[0] * kw["hidden_states"].shape[1]
+                                             * kw["past_key_values"].get_seq_length(0)), with_kwargs=True)
+        try:
+            with torch.no_grad():
+                return sampler.generate(hf, tok, specs, torch.device("cpu"))
+        finally:
+            hook.remove()
+            hf.config._attn_implementation = "sdpa"
+
+    for specs in (prefixed, scored):
+        ref = run(False, specs)
+        sizes.clear()
+        new = run(True, specs)
+        prefill = [s for s in sizes if s > 64 * 400]        # decode steps: one query per row
+        assert prefill and max(prefill) <= budget // (heads * 4 * 3), (max(sizes), budget // (heads * 12))
+        for r, n in zip(ref, new):
+            for (t1, l1, _), (t2, l2, _) in zip(r.sequences, n.sequences):
+                assert t1 == t2 and max(abs(a - b) for a, b in zip(l1, l2)) < 1e-4
+            if r.prompt_logprobs is not None:
+                assert torch.allclose(torch.tensor(r.prompt_logprobs[1:]), torch.tensor(n.prompt_logprobs[1:]),
+                                      atol=1e-4)
