@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from services.backend import logprobs
 from services.backend.codec import Datum, FwdBwdRequest
@@ -38,7 +37,7 @@ def main() -> int:
         for p in tm.params:
             p.grad = None
         calls: list[int] = []
-        outs, metrics = rt.forward_backward(req, between=lambda: calls.append(1))
+        outs, metrics = rt.forward_backward(req, between=lambda c=calls: c.append(1))
         runs.append((len(calls) + 1, [o["logprobs"] for o in outs], [p.grad.clone() for p in tm.params],
                      metrics["loss:sum"]))
     (n0, lp0, g0, l0), (n1, lp1, g1, l1) = runs
