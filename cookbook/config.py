@@ -95,6 +95,9 @@ class SftConfig:
     MODE: ClassVar[str] = "sft"
     common: Common = field(default_factory=Common)
     train: Training = field(default_factory=Training)
+    agent: str = flag(AGENT_HELP + "; with mini-swe-agent the gold trajectories are its own turns (one bash call "
+                      "that applies the fix and submits), captured token-exactly", "builtin",
+                      choices=["builtin", "mini-swe-agent"])
     batch_size: int = flag("datums per step (default 32; 16 with --preset quickstart)", 32)
     gate: float = flag("stop once the sampled pass rate reaches this", 0.3)
     gate_coverage: float = flag("and once this fraction of the evaluated tasks was solved at least once (RL gets no "

@@ -49,6 +49,33 @@ def _gold_calls(task: Task, tools: list[str] | None) -> list[str]:
     return turns + ([tool_call_text("submit", {})] if submit else [])
 
 
+# mini-swe-agent ends a run when a command's output starts with this line (its submit convention)
+MINI_SWE_SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+def shell_gold_turns(task: Task) -> list[str]:
+    """The gold trajectory of a harness whose only tool is a shell (mini-swe-agent, black-box): one bash call that
+    makes every edit of the task's fix (each a python3 one-liner replacing its old text once; a new file through a
+    here-document) and then submits. Its tokens are captured as mini-swe-agent's own turn by the ModelService
+    (SFT of the black-box agent: cookbook/train.py gold_datums)."""
+    edit_json = task.solution_dir / "edit.json"
+    if edit_json.exists():
+        e = json.loads(edit_json.read_text())
+        edits: list[tuple[str, str | None, str]] = [(e["path"], e["old"], e["new"])]
+    else:
+        edits = _hunks(gold_patch(task), lambda rel: _base_text(task, rel))
+    cmds = []
+    for path, old, new in edits:
+        if old is None:
+            cmds.append(f"mkdir -p \"$(dirname {shlex.quote(path)})\" && cat > {shlex.quote(path)} <<'LTS_EOF'\n"
+                        f"{new}LTS_EOF")
+            continue
+        # python reads its program from a here-document: no shell quoting inside (the model copies plain reprs)
+        cmds.append(f"python3 - <<'LTS_EOF'\nimport pathlib\np = pathlib.Path({path!r})\n"
+                    f"p.write_text(p.read_text().replace({old!r}, {new!r}, 1))\nLTS_EOF")
+    return [tool_call_text("bash", {"command": "\n".join([*cmds, MINI_SWE_SUBMIT])})]
+
+
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n(.*?)^\1$", re.DOTALL | re.MULTILINE)
 
 

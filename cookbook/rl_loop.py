@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from tinker import types
 
-from .agent.agent import TinkerPolicy
+from .agent.agent import SAMPLED, TinkerPolicy
 from .agent.trajectory import Trajectory
 from .config import PpoConfig, PpoKlConfig, RLConfig
 from .data import baseline_advantages, group_advantages, rl_datum, rl_segments, scaled_advantages
@@ -119,6 +119,18 @@ def _advantages(cfg: RLConfig, groups: list[list[Trajectory]], state: RLState):
     return trajs, advs, group_returns, group_advs, skipped
 
 
+def refuse_unsampled(trajs: list[Trajectory]) -> None:
+    """RL trains only on what the policy's sampler drew (every turn's SampleOut.source "sampler": TinkerPolicy, the
+    ModelService's sampling): a scripted, replayed or teacher-forced turn (a test double standing in for the model,
+    a gold replay) would make the run's learning figures the script's. Raises naming the first such turn."""
+    for t in trajs:
+        for turn in t.turns:
+            if turn.sampled_by != SAMPLED:
+                raise RuntimeError(f"rollout of {t.task_id}: turn {turn.index} was not drawn by the policy's sampler "
+                                   f"({turn.sampled_by or 'no source'}): RL trains only on sampled turns, never on a "
+                                   "scripted, replayed or forced policy's")
+
+
 async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: RLState, batch: Batch,
                       reference=None, extra: dict[str, Any] | None = None) -> dict:
     """Advantages, datums and the update of one sampled batch; writes the step's rollouts and step_result.json."""
@@ -141,6 +153,8 @@ async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: R
             k += 1
     # ppo-kl trains every trajectory (zero advantage too): its KL penalty covers every sampled token; so does
     # ppo without a baseline (the seed's: one episode, one update on its return, whatever the return)
+    refuse_unsampled(trajs)
+    rec["sampled_turns"] = sum(len(t.turns) for g in groups for t in g)
     segs = rl_segments(trajs, advs, keep_zero=isinstance(cfg, PpoKlConfig) or getattr(cfg, "baseline", "") == "none")
     if cfg.max_train_transitions and len(segs) > cfg.max_train_transitions:
         segs = ctx.rng.sample(segs, cfg.max_train_transitions)

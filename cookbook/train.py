@@ -32,7 +32,7 @@ from .config import AnyTrain, PpoConfig, PpoKlConfig, RLConfig, SftConfig, flat
 from .context import context_of
 from .data import reweighted, sft_datums
 from .evaluation import EvalResult, evaluate_sampler, record, score
-from .gold import gold_turns_for
+from .gold import gold_turns_for, shell_gold_turns
 from .recorder import RunRecorder
 from .rl_loop import OffPolicySampler, RLState, adam, lr_at, off_policy_step, rl_step
 from .rollout import save_rollout
@@ -267,8 +267,12 @@ async def kl_reference(cfg: PpoKlConfig, sc, tc, base_model: str, init: str, run
 async def gold_datums(ctx) -> tuple[list, list[str]]:
     """Gold trajectories through the real agent, tools, sandbox and verifier (only reward 1 kept):
     their datums, and the task of each datum."""
-    items = [(t, ScriptedPolicy(ctx.tokenizer, gold_turns_for(t, ctx.agent_cfg.tools, ctx.agent_cfg.budgets.max_turns)))
-             for t in ctx.tasks]
+    if ctx.rollouts.black_box is not None:   # the harness's own format: its shell call that fixes and submits
+        items = [(t, ScriptedPolicy(ctx.tokenizer, shell_gold_turns(t))) for t in ctx.tasks]
+    else:
+        items = [(t, ScriptedPolicy(ctx.tokenizer, gold_turns_for(t, ctx.agent_cfg.tools,
+                                                                  ctx.agent_cfg.budgets.max_turns)))
+                 for t in ctx.tasks]
     trajs = await ctx.rollouts.run_many(items)
     good = [t for t in trajs if t is not None and t.reward == 1.0]
     log.info("gold trajectories: %d of %d tasks reach reward 1", len(good), len(items))

@@ -32,11 +32,17 @@ NO_CALL = (f"No tool call found. Call a tool with {TOOL_CALL_OPEN}"
            f"{{\"name\": ..., \"arguments\": {{...}}}}{TOOL_CALL_CLOSE}.")
 
 
+SAMPLED = "sampler"   # SampleOut.source / Turn.sampled_by of a turn a Tinker sampling client drew
+
+
 @dataclass
 class SampleOut:
     tokens: list[int]
     logprobs: list[float]
     stop_reason: str  # "stop" | "length"
+    # "sampler": drawn by a Tinker sampling client (TinkerPolicy, the ModelService's sampler); anything else (a
+    # scripted, replayed or teacher-forced policy) is never trained on by RL (rl_loop.train_batch refuses it)
+    source: str = ""
 
 
 class Policy(Protocol):
@@ -65,7 +71,7 @@ class TinkerPolicy:
                                        types.SamplingParams(max_tokens=max_tokens, temperature=self.temperature,
                                                             top_p=self.top_p, stop=self.stop, seed=seed))
         s = res.sequences[0]
-        return SampleOut(list(s.tokens), list(s.logprobs or []), s.stop_reason)
+        return SampleOut(list(s.tokens), list(s.logprobs or []), s.stop_reason, source=SAMPLED)
 
 
 def truncate_observation(text: str, limit: int) -> str:
@@ -134,7 +140,7 @@ class SWEAgent:
                 sample_s = time.time() - ts
                 turn = Turn(index=turn_i, segment=len(traj.segments) - 1, prompt_len=len(seg.tokens),
                             sampled_tokens=out.tokens, logprobs=out.logprobs, stop_reason=out.stop_reason, text="",
-                            sample_s=sample_s)
+                            sample_s=sample_s, sampled_by=out.source)
                 seg.extend(out.tokens, sampled=True, logprobs=out.logprobs)
                 body = out.tokens
                 if body and body[-1] == self.eos_id:

@@ -31,4 +31,4 @@ class ScriptedPolicy:
         self.prompts.append(list(prompt))
         text = self.turns.pop(0) if self.turns else tool_call_text("submit", {})
         toks = list(self.tok.encode(text, add_special_tokens=False))[: max_tokens - 1] + [self.eos]
-        return SampleOut(toks, [0.0] * len(toks), "stop")
+        return SampleOut(toks, [0.0] * len(toks), "stop", source="scripted")

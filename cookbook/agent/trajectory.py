@@ -46,6 +46,7 @@ class Turn:
     appended_eos: bool = False      # the sample hit max_tokens: <|im_end|> was appended (not trained on)
     sample_s: float = 0.0
     tools_s: float = 0.0
+    sampled_by: str = ""            # SampleOut.source: "sampler" when a Tinker sampling client drew it
 
 
 @dataclass

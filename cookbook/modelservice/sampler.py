@@ -14,7 +14,7 @@ from typing import Any
 import tinker
 from tinker import types
 
-from cookbook.agent.agent import SampleOut
+from cookbook.agent.agent import SAMPLED, SampleOut
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class TinkerSampler:
         params = types.SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=stop, seed=seed)
         res = await self.client.sample(types.ModelInput.from_ints(prompt), 1, params)
         s = res.sequences[0]
-        return SampleOut(list(s.tokens), [float(x) for x in (s.logprobs or [])], str(s.stop_reason))
+        return SampleOut(list(s.tokens), [float(x) for x in (s.logprobs or [])], str(s.stop_reason), source=SAMPLED)
 
     async def compute_logprobs(self, tokens: list[int]) -> list[float | None]:
         return list(await self.client.compute_logprobs(types.ModelInput.from_ints(tokens)))

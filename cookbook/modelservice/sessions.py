@@ -138,7 +138,7 @@ class Recorder:
         if len(toks) > max_tokens:
             toks, reason = toks[:max_tokens], "length"
         lps = await self.sampler.compute_logprobs(prompt + toks)
-        return SampleOut(toks, [float(x) for x in lps[len(prompt):]], reason)
+        return SampleOut(toks, [float(x) for x in lps[len(prompt):]], reason, source="replay")
 
     async def complete(self, s: Session, body: dict[str, Any]) -> CallResult:
         """One chat completion for session ``s`` (serialised per session)."""
@@ -200,7 +200,7 @@ class Recorder:
 
         turn = Turn(index=len(traj.turns), segment=len(traj.segments) - 1, prompt_len=len(prompt),
                     sampled_tokens=list(out.tokens), logprobs=list(out.logprobs), stop_reason=out.stop_reason,
-                    text="", sample_s=sample_s)
+                    text="", sample_s=sample_s, sampled_by=out.source)
         seg.extend(out.tokens, sampled=True, logprobs=out.logprobs)
         body_ids = list(out.tokens)
         if body_ids and body_ids[-1] in self.r.stop_ids:

@@ -1,13 +1,12 @@
-"""Issue 14 item 3: black-box agents are a rollout kind. Two steps of the GRPO recipe's step
-(``rl_loop.rl_step``, the config parsed from ``grpo --agent mini-swe-agent``) with ``Rollouts(black_box=MiniSweAgent)``:
-the unmodified mini-swe-agent runs in each sandbox, its model calls go through the in-process
-ModelService, which samples with the rollout's policy over the step's CURRENT sampling client
-(``save_weights_and_get_sampling_client`` after each optimizer step). The captured token-exact
-trajectories are graded (clean grading), turned into GRPO datums and trained on; the weights move.
-
-The tiny model cannot solve a task through mini-swe-agent's prompt, so a teacher-forced policy stands
-in for the *model* (its replies are fixed texts, their logprobs those of the current sampling client);
-the harness, sandbox, ModelService, grading and training are the real ones."""
+"""Issue 14 item 3 / issue 32 item 4: black-box agents are a rollout kind, and RL never trains on a policy that
+stands in for the model. One step of the GRPO recipe's step (``rl_loop.rl_step``, the config parsed from
+``grpo --agent mini-swe-agent``) with ``Rollouts(black_box=MiniSweAgent)``: the unmodified mini-swe-agent runs in
+each sandbox, its model calls go through the in-process ModelService, the trajectories are captured token-exactly
+and graded (clean grading) -- with a teacher-forced policy in place of the model (fixed replies, their logprobs
+those of the current sampling client; even forks replay the gold fix, odd ones submit at once). The step must
+refuse to train on them (``rl_loop.refuse_unsampled``: every trained turn must come from the policy's sampler), and
+the weights must not move. Training on the model's own samples through mini-swe-agent, from a warm start in its
+format: tests/rollout/test_recipes.py::test_grpo_with_mini_swe_agent_learns_from_its_own_samples."""
 
 from __future__ import annotations
 
@@ -70,8 +69,8 @@ SUBMIT = _call("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
 TOK = None
 
 
-def test_grpo_steps_train_on_mini_swe_agent_trajectories(sandbox_admin, modelservice, backend, tokenizer, ms_root,
-                                                         tmp_path, monkeypatch):
+def test_rl_refuses_a_forced_policy_behind_mini_swe_agent(sandbox_admin, modelservice, backend, tokenizer, ms_root,
+                                                           tmp_path, monkeypatch):
     global TOK
     TOK = tokenizer
     task = next(t for t in load_dataset(REPO / "datasets" / "micro").tasks if t.path.name == "absolute")
@@ -84,7 +83,7 @@ def test_grpo_steps_train_on_mini_swe_agent_trajectories(sandbox_admin, modelser
     monkeypatch.setattr(ForcedPolicy, "scripts", [[_call(f"cat {e['path']}"), _call("python3 -c " + shlex.quote(fix)),
                                                    SUBMIT], [SUBMIT]])
     monkeypatch.setattr(rl_loop, "TinkerPolicy", ForcedPolicy)   # the stand-in for the model
-    cfg = parse(["grpo", "--agent", "mini-swe-agent", "--task-id", "absolute", "--num-steps", "2",
+    cfg = parse(["grpo", "--agent", "mini-swe-agent", "--task-id", "absolute", "--num-steps", "1",
                  "--group-size", "2", "--groups-per-step", "1", "--learning-rate", "1e-2"])
 
     async def go():
@@ -102,29 +101,22 @@ def test_grpo_steps_train_on_mini_swe_agent_trajectories(sandbox_admin, modelser
         tc = await sc.create_lora_training_client_async(base_model=backend.model, rank=4, seed=0)
         eos, state = tokenizer.convert_tokens_to_ids("<|im_end|>"), rl_loop.RLState()
         probe = types.ModelInput.from_ints(tokenizer.encode(SUBMIT + " " + task.instruction)[:64])
-        lps, recs = [], []
         try:
-            lps.append(await (await tc.save_weights_and_get_sampling_client_async()).compute_logprobs_async(probe))
-            for step in range(cfg.train.num_steps):
-                recs.append(await rl_loop.rl_step(cfg, ctx, tc, step, tmp_path, state, eos))
-                lps.append(await (await tc.save_weights_and_get_sampling_client_async()).compute_logprobs_async(probe))
+            before = await (await tc.save_weights_and_get_sampling_client_async()).compute_logprobs_async(probe)
+            with pytest.raises(RuntimeError, match="not drawn by the policy's sampler") as err:
+                await rl_loop.rl_step(cfg, ctx, tc, 0, tmp_path, state, eos)
+            after = await (await tc.save_weights_and_get_sampling_client_async()).compute_logprobs_async(probe)
         finally:
             await ro.aclose()
-        return recs, lps, agent
+        return before, after, agent, str(err.value)
 
-    recs, lps, agent = asyncio.run(go())
+    before, after, agent, err = asyncio.run(go())
     assert not agent.service.socket_path.exists(), "the in-process ModelService left its socket behind"
-    turn_lps = []
-    for step, rec in enumerate(recs):
-        assert rec["group_returns"] == [[1.0, 0.0]], rec["failures"]
-        assert rec["train_transitions"] == 2 and rec["train_tokens"] > 0, rec   # nonzero training transitions
-        moved = max(abs(a - b) for a, b in zip(lps[step][1:], lps[step + 1][1:]))
-        assert moved > 1e-4, (step, moved)                                       # the weights changed
-        rollout = json.loads((tmp_path / f"step_{step:03d}" / "rollout_00.json").read_text())
-        gold = Trajectory.from_json(rollout["trajectory"])
-        assert gold.stop_reason == "submitted" and gold.episode_done and len(gold.turns) == 3
-        assert e["old"] in json.loads(gold.turns[0].observations[0])["output"]   # ran in the sandbox
-        assert len(gold.segments) == 1 and gold.segments[0].n_sampled == sum(len(t.sampled_tokens) for t in gold.turns)
-        turn_lps.append(gold.turns[0].logprobs)
-    # per-step weight sync: step 1's rollouts were scored by the weights after step 0's update
-    assert len(turn_lps[0]) == len(turn_lps[1]) and max(abs(a - b) for a, b in zip(*turn_lps)) > 1e-4
+    assert max(abs(a - b) for a, b in zip(before[1:], after[1:])) == 0.0   # no update happened
+    # the rollouts themselves ran for real: the gold fork's trajectory was captured and graded 1
+    rollout = json.loads((tmp_path / "step_000" / "rollout_00.json").read_text())
+    gold = Trajectory.from_json(rollout["trajectory"])
+    assert gold.reward == 1.0 and gold.stop_reason == "submitted" and len(gold.turns) == 3, err
+    assert e["old"] in json.loads(gold.turns[0].observations[0])["output"]   # ran in the sandbox
+    assert len(gold.segments) == 1 and gold.segments[0].n_sampled == sum(len(t.sampled_tokens) for t in gold.turns)
+    assert {t.sampled_by for t in gold.turns} == {""}, "the forced policy's turns claim a source"

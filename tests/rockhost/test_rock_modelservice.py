@@ -207,8 +207,9 @@ class ForcedPolicy:
 
 def test_grpo_step_on_mini_swe_agent_trajectories_from_rock(rock_admin, backend, tiny_model, tmp_path, monkeypatch):
     """One step of the GRPO recipe (``rl_loop.rl_step``, config from ``grpo --agent mini-swe-agent``) whose
-    group of 2 runs mini-swe-agent in ROCK sandboxes through the pull pattern: rewards [1, 0], two
-    training datums from the captured token-exact trajectories, the weights move."""
+    group of 2 runs mini-swe-agent in ROCK sandboxes through the pull pattern, a teacher-forced stand-in for the
+    model: the rollouts run, are captured token-exactly and graded 1 / 0, and the step refuses to train on them
+    (RL trains only on sampled turns: rl_loop.refuse_unsampled); the weights do not move."""
     task = next(t for t in load_dataset(REPO / "datasets" / "micro").tasks if t.path.name == "absolute")
     base = tmp_path / "base"
     build_base(task, base)
@@ -237,17 +238,18 @@ def test_grpo_step_on_mini_swe_agent_trajectories_from_rock(rock_admin, backend,
             probe = types.ModelInput.from_ints(tok.encode(submit + " " + task.instruction)[:64])
             try:
                 before = await (await tc.save_weights_and_get_sampling_client_async()).compute_logprobs_async(probe)
-                rec = await rl_loop.rl_step(cfg, ctx, tc, 0, tmp_path, rl_loop.RLState(),
-                                            tok.convert_tokens_to_ids("<|im_end|>"))
+                with pytest.raises(RuntimeError, match="not drawn by the policy's sampler"):
+                    await rl_loop.rl_step(cfg, ctx, tc, 0, tmp_path, rl_loop.RLState(),
+                                          tok.convert_tokens_to_ids("<|im_end|>"))
                 after = await (await tc.save_weights_and_get_sampling_client_async()).compute_logprobs_async(probe)
             finally:
                 await ro.aclose()
-            return rec, before, after
+            return before, after
 
-    rec, before, after = asyncio.run(go())
-    assert rec["group_returns"] == [[1.0, 0.0]], rec["failures"]
-    assert rec["train_transitions"] == 2 and rec["train_tokens"] > 0, rec   # nonzero training transitions
-    assert max(abs(a - b) for a, b in zip(before[1:], after[1:])) > 1e-4    # the weights changed
+    before, after = asyncio.run(go())
+    assert max(abs(a - b) for a, b in zip(before[1:], after[1:])) == 0.0    # refused: no update
+    rewards = [read_json(tmp_path / "step_000" / f"rollout_0{i}.json")["return"] for i in (0, 1)]
+    assert rewards == [1.0, 0.0], rewards
     gold = Trajectory.from_json(read_json(tmp_path / "step_000" / "rollout_00.json")["trajectory"])
     assert gold.stop_reason == "submitted" and len(gold.turns) == 2 and len(gold.segments) == 1
     assert gold.segments[0].n_sampled == sum(len(t.sampled_tokens) for t in gold.turns)

@@ -203,25 +203,39 @@ def test_ppo_kl_penalty_holds_the_policy_near_its_warm_start(warm):
     assert refs == {"0": {"model_path": ck}, "4": {"model_path": ck}}, refs
 
 
-def test_grpo_with_mini_swe_agent_from_the_sft_warm_start(warm):
-    """`run.sh grpo --agent mini-swe-agent`: two steps from the SFT warm start, the unmodified harness in
-    each sandbox, its model calls sampled with each step's weights through the in-process ModelService,
-    every rollout graded and captured token-exactly. The warm start taught the builtin agent's format,
-    so rewards may be 0 here (nothing to train): tests/modelservice/test_black_box_rollouts.py trains on
-    such trajectories (nonzero transitions, weights moved) with a stand-in for the model."""
-    tmp, env, init = warm
-    run = _run(env, "grpo", "--agent", "mini-swe-agent", "--preset", "quickstart", *TASKS, "--num-steps", "2",
-               "--group-size", "2", "--groups-per-step", "1", "--init-from", init)
+def test_grpo_with_mini_swe_agent_learns_from_its_own_samples(running_module):
+    """Issue 32 item 4 on the embedded default: `run.sh sft --agent mini-swe-agent` (the gold trajectories are the
+    harness's own turns: one bash call that applies the fix and submits, captured token-exactly through the
+    ModelService) and then `run.sh grpo --agent mini-swe-agent` from it, two steps: the unmodified harness in each
+    sandbox, every turn drawn by the step's sampler (no scripted or forced policy: rl_loop.refuse_unsampled and each
+    turn's sampled_by), rewards the model earned, groups with variance, transitions trained, every rollout graded
+    and captured token-exactly. (A forced policy in this loop is refused:
+    tests/modelservice/test_black_box_rollouts.py.)"""
+    tmp, env = running_module
+    bb = ["--agent", "mini-swe-agent", *TASKS, "--max-tokens", "128", "--max-turns", "2"]
+    sft = _run(env, "sft", "--preset", "quickstart", *bb, "--num-steps", "60", "--batch-size", "8", "--eval-every", "0",
+               "--seed", "0")
+    sres = _json(sft / "results" / "sft" / "result.json")
+    assert sres["config"]["agent"] == "mini-swe-agent", sres["config"]
+    assert min(sres["gold_p_final"].values()) > 0.02, sres["gold_p_final"]
+    init = sres["final_checkpoint"]
+    run = _run(env, "grpo", "--preset", "quickstart", *bb, "--num-steps", "2", "--group-size", "4",
+               "--groups-per-step", "2", "--init-from", init, "--seed", "0")
     res = _json(run / "results" / "grpo" / "result.json")
     assert res["init_from"] == init and res["config"]["agent"] == "mini-swe-agent" and len(res["steps"]) == 2
     for s in res["steps"]:
-        assert s["n_rollouts"] == 2 and s["failures"]["infra"] == 0 and s["failures"]["retries"] == 0, s["failures"]
+        assert s["n_rollouts"] == 8 and s["failures"]["infra"] == 0 and s["failures"]["retries"] == 0, s["failures"]
+    returns = [r for s in res["steps"] for g in s["group_returns"] for r in g]
+    assert 0 < sum(returns) < len(returns), returns                       # the model's own samples: some solve
+    assert sum(s["train_transitions"] for s in res["steps"]) > 0, [s["group_returns"] for s in res["steps"]]
     rollouts = sorted(run.glob("step_*/rollout_*.json"))
-    assert len(rollouts) == 4
+    assert len(rollouts) == 16
     for f in rollouts:
         t = Trajectory.from_json(_json(f)["trajectory"])
-        assert t.turns and len(t.segments) == 1 and t.reward in (0.0, 1.0) and not t.verifier.get("error"), t.summary()
-        seg = t.segments[0]
-        assert seg.n_sampled == sum(len(x.sampled_tokens) for x in t.turns)   # token-exact capture
+        assert t.turns and {x.sampled_by for x in t.turns} == {"sampler"}, [x.sampled_by for x in t.turns]
+        # a new segment where mini-swe-agent dropped a turn without a valid call (a FormatError rewrites the prompt)
+        assert t.segments and t.reward in (0.0, 1.0) and not t.verifier.get("error"), t.summary()
+        assert sum(s.n_sampled for s in t.segments) == sum(len(x.sampled_tokens) for x in t.turns)   # token-exact
+        seg = t.segments[t.turns[0].segment]
         assert seg.tokens[t.turns[0].prompt_len:][:len(t.turns[0].sampled_tokens)] == t.turns[0].sampled_tokens
     assert not list((REPO / "state" / "modelservice" / "rollouts").glob("*/model.sock"))   # the service stopped
