@@ -87,6 +87,23 @@ def model_caused(traj: Trajectory) -> bool:
     return st is not None and 400 <= st < 500 and st not in (408, 409, 429)
 
 
+# While a rollout waits (on the sampler's queue, a long command, the verifier), its sandbox's lease is renewed this
+# often: the sandbox manager reaps a sandbox idle for lifecycle.lease_s (300 s by default), and a model slower than
+# that between two tool calls (a long decode on CPU, a busy GPU queue) lost the rollout as "sandbox expired".
+KEEPALIVE_S = 60.0
+
+
+async def keep_alive(sb: Any, every: float) -> None:
+    """Renew ``sb``'s lease every ``every`` seconds until cancelled (a failed renewal is logged, not raised: the
+    rollout's own next call reports a sandbox that is really gone)."""
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await sb.heartbeat()
+        except Exception as e:  # noqa: BLE001
+            log.debug("sandbox heartbeat failed: %s", e)
+
+
 @dataclass
 class Failures:
     infra: int = 0
@@ -148,6 +165,7 @@ class Rollouts:
         self.cfg = agent_cfg
         self.sem = asyncio.Semaphore(concurrency)
         self.max_retries = max_retries
+        self.keepalive_s = KEEPALIVE_S
         self.verifier_timeout = verifier_timeout
         # Opt-in: the verifier's result for an identical change of the same task is reused (key: task
         # content hash + the patch bytes that are graded, or the write log of write-only agents). With
@@ -241,15 +259,19 @@ class Rollouts:
             async with self.sem:
                 t0 = time.time()
                 sb = None
+                keep: asyncio.Task | None = None
                 try:
                     base = with_network(self.bases[task.name], agent_network(task, self.agent_network))
                     if self.black_box is not None:
                         sb = await self.factory(base, binds=self.black_box.binds())
-                        ts = time.time()
-                        traj = await self.black_box.run(task, sb, policy)
                     else:
                         sb = self._logged(await self.factory(base))
-                        ts = time.time()
+                    if hasattr(sb, "heartbeat"):
+                        keep = asyncio.create_task(keep_alive(sb, self.keepalive_s))
+                    ts = time.time()
+                    if self.black_box is not None:
+                        traj = await self.black_box.run(task, sb, policy)
+                    else:
                         traj = await self.agent(policy).run(task.instruction, sb, task_id=task.name)
                     traj.timings["sandbox_s"] = ts - t0
                     infra_error = traj.stop_reason == "error" and not model_caused(traj)
@@ -288,6 +310,8 @@ class Rollouts:
                     log.warning("rollout of %s: infrastructure error %s: %s (attempt %d)", task.name,
                                 type(e).__name__, e, attempt + 1)
                 finally:
+                    if keep is not None:
+                        keep.cancel()
                     if sb is not None:
                         try:
                             await sb.close()

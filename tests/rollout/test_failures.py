@@ -209,3 +209,39 @@ def test_group_with_a_lost_rollout_is_dropped_whole(micro, backend, tmp_path):
     assert rec["tasks"] == [tasks[0].name, tasks[1].name]
     assert rec["groups_dropped"] == 1 and len(rec["group_returns"]) == 1 and rec["n_rollouts"] == 2
     assert rec["failures"] == {"infra": 2, "agent": 0, "verifier": 0, "retries": 4 + 2}
+
+
+class SlowGold(GoldPolicy):
+    """The gold edit, answered after ``delay`` seconds (a model slower than the sandbox's lease)."""
+
+    def __init__(self, tok, task, delay: float):
+        super().__init__(tok, task)
+        self.delay = delay
+
+    async def sample(self, prompt, max_tokens):
+        await asyncio.sleep(self.delay)
+        return await super().sample(prompt, max_tokens)
+
+
+def test_a_slow_model_keeps_its_sandbox_alive(micro, sandbox_admin):
+    """A sandbox-manager sandbox whose lease (1.5 s) is shorter than the model's answer (5 s): the rollout renews
+    the lease while it waits (Rollouts.keepalive_s), so the edit lands and the gold reward is 1. Planted: no
+    renewal (keepalive far beyond the wait) -> the reaper takes the sandbox -> "expired" infra failure -> None."""
+    tasks, bases, tok = micro
+    task = tasks[0]
+
+    async def main(keepalive_s: float):
+        client = sandbox_admin.client()
+
+        async def factory(base):
+            return await client.create(base_dir=str(base), lease_s=1.5)
+
+        ro = Rollouts(factory, bases, tok, CFG, concurrency=1, max_retries=0)
+        ro.keepalive_s = keepalive_s
+        f = Failures()
+        return await asyncio.wait_for(ro.run_one(task, SlowGold(tok, task, 5.0), f), DEADLINE_S), f
+
+    traj, f = asyncio.run(main(0.4))
+    assert traj is not None and traj.reward == 1.0, (f.to_dict(), traj and traj.summary())
+    lost, f = asyncio.run(main(1e6))
+    assert lost is None and f.infra == 1, (f.to_dict(), lost and lost.summary())
