@@ -135,6 +135,9 @@ class RLConfig:
                            "(result.json 'heldout'; 0 = off, default)", 0, metavar="N")
     eval_split: str = flag("the dataset split --eval-every evaluates (default heldout)", "heldout")
     eval_samples: int = flag("sampled attempts per task in each --eval-every evaluation (default 1)", 1)
+    shuffle_rewards: bool = flag("control run: each group's rewards are permuted (seeded) before the advantages, so "
+                                 "the update carries no information about which rollout earned what (what a real "
+                                 "run's held-out gain is compared against)", False)
 
     @property
     def loss_name(self) -> str:

@@ -94,15 +94,24 @@ async def sample_batch(cfg: RLConfig, ctx, step: int, pol: TinkerPolicy, tasks: 
     return Batch(step, tasks, list(groups), failures, version, time.time() - t0)
 
 
-def _advantages(cfg: RLConfig, groups: list[list[Trajectory]], state: RLState):
+def shuffled_rewards(rewards: list[float], seed: int, step: int, group: int) -> list[float]:
+    """--shuffle-rewards: the group's rewards permuted by a stream of (seed, step, group) alone."""
+    out = list(rewards)
+    random.Random((seed * 1_000_003 + step * 10_007 + group) % (2**31)).shuffle(out)
+    return out
+
+
+def _advantages(cfg: RLConfig, groups: list[list[Trajectory]], state: RLState, step: int = 0):
     """(trained trajectories, their advantages, every group's returns and logged advantages, groups
     skipped for zero variance) under the config's estimator."""
     trajs: list[Trajectory] = []
     advs: list[float] = []
     group_returns, group_advs, skipped = [], [], 0
-    for g in groups:
+    for gi, g in enumerate(groups):
         rewards = [float(t.reward or 0.0) for t in g]
         group_returns.append(rewards)
+        if cfg.shuffle_rewards:   # the control: the same rewards, to the wrong rollouts
+            rewards = shuffled_rewards(rewards, cfg.common.seed, step, gi)
         if cfg.ADVANTAGES == "group":
             a = group_advantages(rewards, cfg.normalize_std, cfg.leave_one_out)  # type: ignore[attr-defined]
             group_advs.append(a)
@@ -115,7 +124,7 @@ def _advantages(cfg: RLConfig, groups: list[list[Trajectory]], state: RLState):
         trajs += g
         advs += a
     if cfg.ADVANTAGES == "baseline" and trajs and getattr(cfg, "baseline", "running-mean") == "running-mean":
-        advs, state.baseline = baseline_advantages([float(t.reward or 0.0) for t in trajs], state.baseline)
+        advs, state.baseline = baseline_advantages(advs, state.baseline)   # advs: the (shuffled) returns here
     return trajs, advs, group_returns, group_advs, skipped
 
 
@@ -136,7 +145,7 @@ async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: R
     """Advantages, datums and the update of one sampled batch; writes the step's rollouts and step_result.json."""
     groups = [g for g in batch.groups if all(t is not None for t in g)]   # incomplete groups are dropped whole
     dropped = len(batch.groups) - len(groups)
-    trajs, advs, group_returns, group_advs, skipped = _advantages(cfg, groups, state)  # type: ignore[arg-type]
+    trajs, advs, group_returns, group_advs, skipped = _advantages(cfg, groups, state, step)  # type: ignore[arg-type]
     all_rewards = [r for g in group_returns for r in g]
     rec: dict[str, Any] = {"mean_reward": float(np.mean(all_rewards)) if all_rewards else 0.0,
                            "n_rollouts": sum(len(g) for g in group_returns), "groups_skipped_zero_variance": skipped,
