@@ -71,17 +71,19 @@ def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tens
     Positions whose loss has zero gradient (prompt/observation tokens: weight 0 or advantage 0)
     need their logprob as an output but not its backward. The unembedding + log-softmax over
     the vocabulary dominates small models (and the memory of large-vocabulary ones), so it runs
-    without autograd, once per distinct position: a prefix that every row shares (same tokens and
-    targets: the agent's system prompt and tool schemas) once for the batch, padding never; and
-    with autograd only for the active positions. Values are the same computation either way."""
+    without autograd, once per distinct position: a prefix that rows share (same tokens and targets:
+    the prompt of a GRPO group, the agent's system prompt and tool schemas) once for those rows,
+    padding never; and with autograd only for the active positions. Values are the same computation
+    either way."""
     hf = module.get_base_model() if hasattr(module, "get_base_model") else module
-    hidden, shared = _hidden_states(hf, ids)
+    hidden, pref, rep = _hidden_states(hf, ids, lens)
     B, T, H = hidden.shape
     h, t, a = hidden.reshape(B * T, H), tgt.reshape(B * T), act.reshape(B * T)
     head = hf.lm_head
-    if shared:  # the rows' hidden states agree on [0, shared); their targets may part earlier
-        same_t = (tgt[:, :shared] == tgt[:1, :shared]).all(dim=0)
-        shared = int(same_t.long().cumprod(0).sum())
+    for r in range(B):   # a row's hidden states agree with its cluster's representative on [0, pref); targets may part
+        if pref[r]:
+            same_t = (tgt[r, :pref[r]] == tgt[rep[r], :pref[r]])
+            pref[r] = int(same_t.long().cumprod(0).sum())
 
     def chunk(hs: torch.Tensor, ts: torch.Tensor) -> torch.Tensor:
         lg = head(hs).float()
@@ -98,13 +100,16 @@ def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tens
                 out.append(lg.gather(-1, t.index_select(0, i)[:, None])[:, 0] - torch.logsumexp(lg, dim=-1))
             return torch.cat(out) if out else h.new_zeros(0, dtype=torch.float32)
 
-        pos = torch.arange(T, device=ids.device)
-        own = (pos[None, :] >= shared) & (pos[None, :] < torch.as_tensor(lens, device=ids.device)[:, None])
-        lp = torch.zeros(B, T, dtype=torch.float32, device=ids.device)
-        lp[:, :shared] = nograd(pos[:shared])  # row 0's positions stand for every row's
-        lp = lp.reshape(B * T)
+        dev = ids.device
+        pos = torch.arange(T, device=dev)
+        p_t = torch.as_tensor(pref, device=dev)
+        own = (pos[None, :] >= p_t[:, None]) & (pos[None, :] < torch.as_tensor(lens, device=dev)[:, None])
+        lp = torch.zeros(B * T, dtype=torch.float32, device=dev)
         own_idx = own.reshape(-1).nonzero()[:, 0]
         lp = lp.index_put((own_idx,), nograd(own_idx))
+        copied = (pos[None, :] < p_t[:, None]).reshape(-1).nonzero()[:, 0]   # the representative's values
+        src = torch.as_tensor(rep, device=dev)[copied // T] * T + copied % T
+        lp = lp.index_put((copied,), lp.index_select(0, src))
     idx = a.nonzero()[:, 0]
     if idx.numel():
         ha, ta = h.index_select(0, idx), t.index_select(0, idx)
@@ -118,24 +123,80 @@ def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tens
     return lp.view(B, T)
 
 
-def _hidden_states(hf: torch.nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Final hidden states [B, T, H] and the length of the prefix all rows share. When every row
-    starts with the same tokens (agent prompts share the system prompt and tool schemas), that
-    prefix runs once and its key/value cache is broadcast to all rows; autograd sums the rows'
-    gradients through the broadcast, so values and gradients equal the plain batched pass."""
+def prefix_clusters(rows: list[list[int]], min_shared: int) -> list[tuple[list[int], int]]:
+    """Rows grouped by a shared prefix: (rows, prefix length) per cluster, the first row its representative.
+
+    The rows in lexicographic order; two neighbours share a cluster when their common prefix is at least
+    ``min_shared`` long and as long as the deeper sharing either of them has with its other neighbour (so the
+    rollouts of one GRPO group form a cluster on their prompt, and groups whose prompts share only the system
+    prompt stay apart). A cluster's prefix is what all its members share, leaving each one own position; rows in no
+    cluster are one group with prefix 0 (a plain batched pass)."""
+    lens = [len(x) for x in rows]
+    order = sorted(range(len(rows)), key=lambda r: rows[r])
+
+    def lcp(x: list[int], y: list[int]) -> int:
+        n = 0
+        for u, v in zip(x, y):
+            if u != v:
+                break
+            n += 1
+        return n
+
+    adj = [lcp(rows[order[i]], rows[order[i + 1]]) for i in range(len(order) - 1)]
+    deep = [max(adj[i - 1] if i else 0, adj[i] if i < len(adj) else 0) for i in range(len(order))]
+    clusters: list[tuple[list[int], int]] = []
+    alone: list[int] = []
+    cur, p = [order[0]], 1 << 60
+    for i in range(1, len(order) + 1):
+        if i < len(order) and adj[i - 1] >= min_shared and adj[i - 1] >= min(deep[i - 1], deep[i]):
+            cur.append(order[i])
+            p = min(p, adj[i - 1])
+            continue
+        p = min(p, min(lens[r] for r in cur) - 1) if len(cur) > 1 else 0
+        if len(cur) > 1 and p >= min_shared:
+            clusters.append((cur, p))
+        else:
+            alone += cur
+        if i < len(order):
+            cur, p = [order[i]], 1 << 60
+    if alone:
+        clusters.append((sorted(alone), 0))
+    return clusters
+
+
+def _hidden_states(hf: torch.nn.Module, ids: torch.Tensor, lens: list[int]
+                   ) -> tuple[torch.Tensor, list[int], list[int]]:
+    """Final hidden states [B, T, H], and per row the length of the prefix it shares with its cluster's
+    representative row and that row (prefix_clusters: the rollouts of a GRPO group share their prompt). A cluster's
+    prefix runs once and its key/value cache is broadcast to the cluster's rows; autograd sums the rows' gradients
+    through the broadcast, so values and gradients equal the plain batched pass."""
     B, T = ids.shape
-    P = 0
-    if B > 1 and not (hf.training and getattr(hf, "is_gradient_checkpointing", False)):
-        same = (ids == ids[:1]).all(dim=0)
-        P = int(same.long().cumprod(0).sum())
-        P = min(P, T - 1)
-    if P < sampler.MIN_SHARED_PREFIX:
-        return hf.model(input_ids=ids, use_cache=False).last_hidden_state, 0
-    cache = DynamicCache()
-    pre = hf.model(input_ids=ids[:1, :P], past_key_values=cache, use_cache=True).last_hidden_state
-    sampler.broadcast_cache(cache, B)
-    rest = hf.model(input_ids=ids[:, P:], past_key_values=cache, use_cache=True).last_hidden_state
-    return torch.cat([pre.expand(B, -1, -1), rest], dim=1), P
+    if B == 1 or (hf.training and getattr(hf, "is_gradient_checkpointing", False)):
+        return hf.model(input_ids=ids, use_cache=False).last_hidden_state, [0] * B, list(range(B))
+    clusters = prefix_clusters([ids[r, :lens[r]].tolist() for r in range(B)], sampler.MIN_SHARED_PREFIX)
+    if len(clusters) == 1 and clusters[0][1] == 0:
+        return hf.model(input_ids=ids, use_cache=False).last_hidden_state, [0] * B, list(range(B))
+    pref, rep = [0] * B, list(range(B))
+    parts, order = [], []
+    for rows, P in clusters:
+        width = max(lens[r] for r in rows)
+        sub = ids[rows, :width]
+        if P == 0:
+            hs = hf.model(input_ids=sub, use_cache=False).last_hidden_state
+        else:
+            cache = DynamicCache()
+            pre = hf.model(input_ids=sub[:1, :P], past_key_values=cache, use_cache=True).last_hidden_state
+            sampler.broadcast_cache(cache, len(rows))
+            rest = hf.model(input_ids=sub[:, P:], past_key_values=cache, use_cache=True).last_hidden_state
+            hs = torch.cat([pre.expand(len(rows), -1, -1), rest], dim=1)
+            for r in rows[1:]:   # the representative computes its own values
+                pref[r], rep[r] = P, rows[0]
+        parts.append(torch.nn.functional.pad(hs, (0, 0, 0, T - width)))
+        order += rows
+    hidden = torch.cat(parts, dim=0)
+    inverse = torch.empty(B, dtype=torch.long)
+    inverse[torch.as_tensor(order)] = torch.arange(B)
+    return hidden.index_select(0, inverse.to(hidden.device)), pref, rep
 
 
 def _merged_linear(layer: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -188,10 +249,22 @@ def activation_bytes_per_token(config, element_size: int, gradient_checkpointing
 def microbatch_token_cap(config, element_size: int, device: torch.device, configured: int,
                          gradient_checkpointing: bool = False, available: int | None = None) -> int:
     """Tokens per micro-batch: ``configured`` (engine max_tokens_per_microbatch), lowered where the estimated
-    activations would not fit MEMORY_SHARE of the memory available now (never below MIN_MICROBATCH_TOKENS)."""
+    activations would not fit MEMORY_SHARE of the memory available now (not below MIN_MICROBATCH_TOKENS for
+    that, nor ever above ``configured``)."""
     free = available_bytes(device) if available is None else available
     fit = int(free * MEMORY_SHARE) // activation_bytes_per_token(config, element_size, gradient_checkpointing)
-    return max(MIN_MICROBATCH_TOKENS, min(configured, fit))
+    return min(configured, max(MIN_MICROBATCH_TOKENS, fit))
+
+
+def shared_prefix_order(seqs: list[list[int]]) -> list[int]:
+    """Datum order for micro-batching: longest first, except that the rows of a prefix cluster (prefix_clusters: a
+    GRPO group's rollouts) stay together, so a micro-batch computes their shared prompt once."""
+    lens = [len(x) for x in seqs]
+    units: list[list[int]] = []
+    for rows, p in prefix_clusters(seqs, sampler.MIN_SHARED_PREFIX):
+        units += [sorted(rows, key=lambda r: -lens[r])] if p else [[r] for r in rows]
+    units.sort(key=lambda u: -max(lens[r] for r in u))
+    return [r for u in units for r in u]
 
 
 def microbatches(order: list[int], lens: list[int], max_tokens: int) -> list[list[int]]:

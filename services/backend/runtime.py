@@ -37,7 +37,7 @@ from .codec import FwdBwdRequest
 from .errors import NotFound
 from .gpu import train_kernels
 from .gpu.glue import make_sampling
-from .logprobs import microbatch_loss, microbatch_token_cap, microbatches
+from .logprobs import microbatch_loss, microbatch_token_cap, microbatches, shared_prefix_order
 from .models import BaseModel, SamplerWeights, TrainableModel, enable_grad_ckpt, set_threads
 from .runtime_api import Poll, RuntimeAPI, TrainConfig
 from .snapshots import SamplerSnapshots
@@ -155,7 +155,7 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
         fn, cfg = losses.loss(req.loss_fn, req.loss_fn_config)
         module = self._module_for(tm)
         dev = self.bases[tm.config.base_model].device
-        order = sorted(range(len(req.data)), key=lambda i: -len(req.data[i].tokens))
+        order = shared_prefix_order([np.asarray(d.tokens).tolist() for d in req.data])
         results: list[dict[str, np.ndarray] | None] = [None] * len(req.data)
         total_loss, n_tokens, clipped, counted = 0.0, 0, 0.0, 0
         hf = self.bases[tm.config.base_model].hf

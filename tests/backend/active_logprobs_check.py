@@ -33,6 +33,31 @@ def batch(prefix: int, rows: int, rng: np.random.Generator):
     return inputs, targets, active
 
 
+def clustered_batch(rng: np.random.Generator):
+    """GRPO-shaped rows: 3 prompts (of 60, 45 and 90 tokens) x 3 sampled completions each, one of them twice (an
+    identical row), and one row of its own; a global shared head (the system prompt) before every prompt."""
+    head = rng.integers(0, 8000, size=35)
+    inputs, targets, active = [], [], []
+    for plen in (60, 45, 90):
+        prompt = np.concatenate([head, rng.integers(0, 8000, size=plen)])
+        comps = [rng.integers(0, 8000, size=n) for n in (12, 5, 20)]
+        comps.append(comps[0].copy())   # an identical rollout
+        for c in comps:
+            seq = np.concatenate([prompt, c])
+            inputs.append(seq[:-1])
+            targets.append(seq[1:].copy())
+            a = np.zeros(len(seq) - 1, bool)
+            a[len(prompt) - 1:] = True
+            active.append(a)
+    seq = rng.integers(0, 8000, size=70)
+    inputs.append(seq[:-1])
+    targets.append(seq[1:].copy())
+    a = np.zeros(69, bool)
+    a[-9:] = True
+    active.append(a)
+    return inputs, targets, active
+
+
 def grads(m, lps, active) -> dict[str, torch.Tensor]:
     m.zero_grad()
     loss = sum((lp * torch.as_tensor(a, dtype=torch.float32)).sum() for lp, a in zip(lps, active))
@@ -46,8 +71,10 @@ def main(model_dir: str) -> None:
     lora = LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj", "lm_head"], init_lora_weights=False)
     m = get_peft_model(m, lora)
     rng = np.random.default_rng(0)
-    for prefix in (0, 40):  # no shared prefix; a 40-token one (>= sampler.MIN_SHARED_PREFIX)
-        inputs, targets, active = batch(prefix, 5, rng)
+    clusters = R.prefix_clusters([x.tolist() for x in clustered_batch(np.random.default_rng(1))[0]], 32)
+    assert sorted(len(rows) for rows, _ in clusters) == [1, 4, 4, 4], clusters   # three groups and a loner
+    for prefix in (0, 40, "groups"):  # no shared prefix; a 40-token one (>= MIN_SHARED_PREFIX); GRPO groups
+        inputs, targets, active = clustered_batch(rng) if prefix == "groups" else batch(prefix, 5, rng)
         fast = R.token_logprobs(m, inputs, targets, torch.device("cpu"), active)   # the active path
         g_fast = grads(m, fast, active)
         lens = [len(x) for x in inputs]
