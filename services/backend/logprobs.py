@@ -135,12 +135,9 @@ def prefix_clusters(rows: list[list[int]], min_shared: int) -> list[tuple[list[i
     order = sorted(range(len(rows)), key=lambda r: rows[r])
 
     def lcp(x: list[int], y: list[int]) -> int:
-        n = 0
-        for u, v in zip(x, y):
-            if u != v:
-                break
-            n += 1
-        return n
+        n = min(len(x), len(y))
+        diff = np.flatnonzero(np.asarray(x[:n]) != np.asarray(y[:n]))
+        return int(diff[0]) if len(diff) else n
 
     adj = [lcp(rows[order[i]], rows[order[i + 1]]) for i in range(len(order) - 1)]
     deep = [max(adj[i - 1] if i else 0, adj[i] if i < len(adj) else 0) for i in range(len(order))]
