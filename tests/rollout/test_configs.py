@@ -21,10 +21,10 @@ def _help(mode: str, capsys) -> str:
 
 
 @pytest.mark.parametrize("mode,has,lacks", [
-    ("grpo", ["--group-size", "--max-steps-off-policy", "--loss", "--eval-every", "--agent"],
+    ("grpo", ["--group-size", "--max-steps-off-policy", "--loss", "--eval-every", "--agent", "--shuffle-rewards"],
      ["--gate", "--balance-tasks", "--kl-beta", "--ppo-epochs", "--batch-size"]),
-    ("sft", ["--gate", "--balance-tasks", "--batch-size", "--learning-rate"],
-     ["--group-size", "--agent", "--kl-beta", "--max-steps-off-policy", "--loss"]),
+    ("sft", ["--gate", "--balance-tasks", "--batch-size", "--learning-rate", "--agent"],
+     ["--group-size", "--kl-beta", "--max-steps-off-policy", "--loss", "--shuffle-rewards"]),
     ("ppo-kl", ["--kl-beta", "--kl-reference", "--ppo-epochs", "--clip-low"], ["--gate", "--loss", "--normalize-std"]),
     ("rollout", ["--n", "--model-path", "--agent"], ["--learning-rate", "--num-steps", "--gate", "--group-size"]),
 ])
