@@ -46,7 +46,7 @@ def token_logprobs(module: torch.nn.Module, inputs: list[np.ndarray], targets: l
             act = torch.zeros((len(inputs), T), dtype=torch.bool)
             for i, a in enumerate(active):
                 act[i, : len(a)] = torch.as_tensor(np.asarray(a, dtype=bool))
-            lp = _active_logprobs(module, ids, tgt, act.to(device), lens, chunk)
+            lp = _active_logprobs(module, ids, tgt, act.to(device), [np.asarray(x).tolist() for x in inputs], chunk)
         elif CHUNKED or device.type == "cuda":  # lm_head + log-softmax per token chunk: bounded whatever the vocab
             lp = fused_token_logprobs(module, ids, tgt, chunk)
         else:
@@ -65,7 +65,7 @@ def gather_logprobs(logits: torch.Tensor, tgt: torch.Tensor, chunk: int = 1024) 
 
 
 def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tensor, act: torch.Tensor,
-                     lens: list[int], chunk_tokens: int = 2048) -> torch.Tensor:
+                     seqs: list[list[int]], chunk_tokens: int = 2048) -> torch.Tensor:
     """Logprobs of every position, with gradient only where ``act`` is set.
 
     Positions whose loss has zero gradient (prompt/observation tokens: weight 0 or advantage 0)
@@ -76,7 +76,8 @@ def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tens
     padding never; and with autograd only for the active positions. Values are the same computation
     either way."""
     hf = module.get_base_model() if hasattr(module, "get_base_model") else module
-    hidden, pref, rep = _hidden_states(hf, ids, lens)
+    lens = [len(x) for x in seqs]
+    hidden, pref, rep = _hidden_states(hf, ids, seqs)
     B, T, H = hidden.shape
     h, t, a = hidden.reshape(B * T, H), tgt.reshape(B * T), act.reshape(B * T)
     head = hf.lm_head
@@ -161,16 +162,18 @@ def prefix_clusters(rows: list[list[int]], min_shared: int) -> list[tuple[list[i
     return clusters
 
 
-def _hidden_states(hf: torch.nn.Module, ids: torch.Tensor, lens: list[int]
+def _hidden_states(hf: torch.nn.Module, ids: torch.Tensor, seqs: list[list[int]]
                    ) -> tuple[torch.Tensor, list[int], list[int]]:
     """Final hidden states [B, T, H], and per row the length of the prefix it shares with its cluster's
     representative row and that row (prefix_clusters: the rollouts of a GRPO group share their prompt). A cluster's
     prefix runs once and its key/value cache is broadcast to the cluster's rows; autograd sums the rows' gradients
-    through the broadcast, so values and gradients equal the plain batched pass."""
+    through the broadcast, so values and gradients equal the plain batched pass. ``seqs``: each row's tokens
+    (``ids`` without its right padding), on the host."""
     B, T = ids.shape
     if B == 1 or (hf.training and getattr(hf, "is_gradient_checkpointing", False)):
         return hf.model(input_ids=ids, use_cache=False).last_hidden_state, [0] * B, list(range(B))
-    clusters = prefix_clusters([ids[r, :lens[r]].tolist() for r in range(B)], sampler.MIN_SHARED_PREFIX)
+    lens = [len(x) for x in seqs]
+    clusters = prefix_clusters(seqs, sampler.MIN_SHARED_PREFIX)   # the host's token lists: no device round trip
     if len(clusters) == 1 and clusters[0][1] == 0:
         return hf.model(input_ids=ids, use_cache=False).last_hidden_state, [0] * B, list(range(B))
     pref, rep = [0] * B, list(range(B))
