@@ -9,6 +9,7 @@ rest, HTTP 200 ``{"error", "category"}`` for a failed job. See ../../docs/backen
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import shutil
 import uuid
@@ -187,13 +188,17 @@ async def forward_backward(request: Request, B: Api):
     return {"request_id": rid, "model_id": req.model_id}
 
 
-async def _model_request(request: Request, B: BackendState) -> tuple[bytes, dict, wire.ModelRequest, str | None]:
-    """(raw body, body, model request, the request id of an identical earlier request) for the
-    requests on one loaded model (optim_step, save_weights, save_weights_for_sampler)."""
+async def _model_request(request: Request, B: BackendState,
+                         renumbered: tuple[str, ...] = ()) -> tuple[bytes, dict, wire.ModelRequest, str | None]:
+    """(request fingerprint, body, model request, the request id of an identical earlier request) for the
+    requests on one loaded model (optim_step, save_weights, save_weights_for_sampler). ``renumbered``: fields the
+    SDK sets afresh on every retry of the same seq_id; they do not make a retry a different request."""
     raw = await request.body()
     body = await body_json(request)
     mr = wire.model_request(body)
     B.model_info(mr.model_id)
+    if renumbered:
+        raw = json.dumps({k: v for k, v in body.items() if k not in renumbered}, sort_keys=True).encode()
     return raw, body, mr, B.dedupe(mr.model_id, mr.seq_id, raw)
 
 
@@ -229,7 +234,9 @@ async def save_weights(request: Request, B: Api):
 
 @router.post("/save_weights_for_sampler")
 async def save_weights_for_sampler(request: Request, B: Api):
-    raw, body, mr, dup = await _model_request(request, B)
+    # the SDK takes a new sampling_session_seq_id on each attempt (training_client._send_request), so a retry
+    # after a lost response carries the same seq_id with another one: it is the same request
+    raw, body, mr, dup = await _model_request(request, B, renumbered=("sampling_session_seq_id",))
     if dup:
         return {"request_id": dup, "model_id": mr.model_id}
     save = wire.save_weights_for_sampler(body)

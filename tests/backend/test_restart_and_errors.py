@@ -125,3 +125,27 @@ def test_bad_input_gets_clear_errors_and_backend_keeps_serving(backend):
     # still serving
     out = tc.forward([_datum(ids)], "cross_entropy").result(timeout=30)
     assert len(out.loss_fn_outputs) == 1
+
+
+def test_a_retried_save_for_sampler_is_the_same_request(backend):
+    """The SDK gives each attempt of save_weights_for_sampler a new sampling_session_seq_id (same seq_id): a retry
+    after a lost response must get the first attempt's future, not a 400 (seen in CI on a loaded machine). Any other
+    difference under the same seq_id is still refused."""
+    h, url = {"X-API-Key": backend.key}, backend.url + "/api/v1"
+    sid = httpx.post(url + "/create_session", json={"tags": [], "sdk_version": "t"}, headers=h).json()["session_id"]
+    r = httpx.post(url + "/create_model", headers=h, json={
+        "session_id": sid, "model_seq_id": 0, "base_model": backend.model, "lora_config": {"rank": 2}}).json()
+    mid = httpx.post(url + "/retrieve_future", headers=h, json={"request_id": r["request_id"]},
+                     timeout=60).json()["model_id"]
+    first = httpx.post(url + "/save_weights_for_sampler", headers=h, json={
+        "model_id": mid, "seq_id": 1, "sampling_session_seq_id": 0, "kind": "snapshot"})
+    retry = httpx.post(url + "/save_weights_for_sampler", headers=h, json={
+        "model_id": mid, "seq_id": 1, "sampling_session_seq_id": 1, "kind": "snapshot"})
+    assert first.status_code == 200 and retry.status_code == 200, retry.text
+    assert retry.json()["request_id"] == first.json()["request_id"]
+    done = httpx.post(url + "/retrieve_future", headers=h, json={"request_id": first.json()["request_id"]},
+                      timeout=60).json()
+    assert done["sampling_session_id"].endswith(":sample:0"), done
+    other = httpx.post(url + "/save_weights_for_sampler", headers=h, json={
+        "model_id": mid, "seq_id": 1, "path": "elsewhere"})
+    assert other.status_code == 400 and "already used" in other.json()["detail"]
