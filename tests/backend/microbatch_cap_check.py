@@ -31,7 +31,7 @@ def main() -> int:
     hf = rt.bases["tiny"].hf
     per_token = logprobs.activation_bytes_per_token(hf.config, 4, False)
     runs = []
-    for available in (None, int(600 * per_token / logprobs.MEMORY_SHARE)):
+    for available in (None, int(600 * per_token / logprobs.memory_share(rt.bases["tiny"].device))):
         if available is not None:
             logprobs.available_bytes = lambda device, a=available: a   # what the host reports: 600 tokens' worth
         for p in tm.params:
