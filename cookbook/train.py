@@ -43,9 +43,15 @@ log = logging.getLogger("cookbook.train")
 
 
 def config_key(model: str, cfg: AnyTrain) -> str:
-    """Identifies 'the same configuration' for sft -> grpo warm starts."""
+    """Identifies 'the same configuration' for sft -> grpo warm starts: model, dataset, preset, LoRA rank and the agent
+    (a black-box harness's SFT learns another format: `grpo --preset quickstart` must not start from
+    `sft --preset quickstart --agent mini-swe-agent`). The built-in agent keeps the key it always had."""
     c = cfg.common
-    return hashlib.sha256(json.dumps([model, c.dataset, c.preset, cfg.train.lora_rank]).encode()).hexdigest()[:12]
+    parts: list = [model, c.dataset, c.preset, cfg.train.lora_rank]
+    agent = getattr(cfg, "agent", "builtin")
+    if agent != "builtin":
+        parts.append(agent)
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:12]
 
 
 def latest_sft_path(key: str) -> Path:

@@ -77,3 +77,25 @@ def test_every_preset_and_mode_default_names_a_field():
     assert not unknown, unknown
     sections = {s for t in tables for s in t}
     assert sections <= {"all", "train", "rl", *CONFIGS}, sections
+
+
+def test_warm_start_key_tells_agents_apart():
+    """sft -> grpo warm starts pair runs of the same configuration (cookbook/train.config_key): the built-in agent's
+    SFT and GRPO share a key (and keep the one they always had), a black-box harness's SFT does not hand its
+    checkpoint to the built-in agent's GRPO (seen: `grpo --preset quickstart` started from the mini-swe-agent SFT at
+    reward 0)."""
+    import hashlib
+    import json
+
+    from cookbook.config import build
+    from cookbook.train import config_key
+
+    def key(mode, **given):
+        return config_key("m", build(mode, {"preset": "quickstart", **given}))
+
+    assert key("sft") == key("grpo") == key("grpo", agent="builtin")
+    assert key("sft", agent="mini-swe-agent") == key("grpo", agent="mini-swe-agent") != key("grpo")
+    rank = build("sft", {"preset": "quickstart"}).train.lora_rank
+    old = hashlib.sha256(json.dumps(["m", build("sft", {"preset": "quickstart"}).common.dataset, "quickstart",
+                                     rank]).encode()).hexdigest()[:12]
+    assert key("grpo") == old, "the built-in agent's key changed: users' runs/.latest-sft-* pointers would be lost"
