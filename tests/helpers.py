@@ -130,3 +130,34 @@ def run_sh(env: dict, *args: str, timeout: float = 600) -> Path:
 
 def read_json(p: Path):
     return json.loads(p.read_text())
+
+
+class ForcedPolicy:
+    """The GRPO step's policy (``rl_loop.TinkerPolicy``) replaced by teacher forcing, for the tests that check RL
+    refuses turns its sampler did not sample: replies with fixed texts (then the last one again), scored by the
+    step's sampling client (real logprobs of the current weights). The step makes one per step and forks one per
+    rollout: fork k replays ``scripts[k % len(scripts)]``. Tests set ``scripts`` and ``tok`` (monkeypatch)."""
+
+    scripts: list[list[str]] = []
+    tok = None
+
+    def __init__(self, sampler, stop_token_ids, temperature: float = 1.0, top_p: float = 1.0, seed=None,
+                 texts: list[str] | None = None):
+        self.sampler, self.texts, self.calls, self.forks = sampler, texts, 0, 0
+
+    def fork(self, seed) -> "ForcedPolicy":
+        p = type(self)(self.sampler, None, texts=self.scripts[self.forks % len(self.scripts)])
+        self.forks += 1
+        return p
+
+    async def sample(self, prompt: list[int], max_tokens: int):
+        from tinker import types  # noqa: PLC0415 - only the tests that use it import the SDK and the agent
+
+        from cookbook.agent.agent import SampleOut  # noqa: PLC0415
+
+        text = self.texts[min(self.calls, len(self.texts) - 1)]
+        self.calls += 1
+        toks = (list(self.tok.encode(text, add_special_tokens=False))
+                + [self.tok.convert_tokens_to_ids("<|im_end|>")])[:max_tokens]
+        lps = await self.sampler.compute_logprobs_async(types.ModelInput.from_ints(prompt + toks))
+        return SampleOut(toks, [float(x) for x in lps[len(prompt):]], "stop")

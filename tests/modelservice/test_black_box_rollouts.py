@@ -20,14 +20,13 @@ import tinker
 from tinker import types
 
 from cookbook import rl_loop
-from cookbook.agent.agent import SampleOut
 from cookbook.agent.budgets import Budgets
 from cookbook.agent.trajectory import Trajectory
 from cookbook.cli import parse
 from cookbook.context import RunContext
 from cookbook.modelservice.agent_runner import MiniSweAgent
 from cookbook.rollout import AgentConfig, Rollouts
-from helpers import REPO
+from helpers import REPO, ForcedPolicy
 from services.sandbox.client import SandboxManagerClient
 from services.tasks.task import load_dataset
 from services.tasks.workspace import build_base
@@ -35,44 +34,15 @@ from services.tasks.workspace import build_base
 pytestmark = pytest.mark.slow
 
 
-class ForcedPolicy:
-    """Stands in for the model behind the ModelService: replies with fixed texts (then the last one
-    again), scored by the sampling client it was made with (teacher forcing: real logprobs of the
-    current weights). The GRPO step makes one per step (``TinkerPolicy(sampler, ...)``) and forks one per
-    rollout: even forks replay the gold fix, odd ones submit at once (a group with reward variance)."""
-
-    scripts: list[list[str]] = []
-
-    def __init__(self, sampler, stop_token_ids, temperature: float = 1.0, top_p: float = 1.0, seed=None,
-                 texts: list[str] | None = None):
-        self.sampler, self.texts, self.calls, self.forks = sampler, texts, 0, 0
-
-    def fork(self, seed) -> "ForcedPolicy":
-        p = ForcedPolicy(self.sampler, None, texts=self.scripts[self.forks % len(self.scripts)])
-        self.forks += 1
-        return p
-
-    async def sample(self, prompt: list[int], max_tokens: int) -> SampleOut:
-        text = self.texts[min(self.calls, len(self.texts) - 1)]
-        self.calls += 1
-        toks = (list(TOK.encode(text, add_special_tokens=False))
-                + [TOK.convert_tokens_to_ids("<|im_end|>")])[:max_tokens]
-        lps = await self.sampler.compute_logprobs_async(types.ModelInput.from_ints(prompt + toks))
-        return SampleOut(toks, [float(x) for x in lps[len(prompt):]], "stop")
-
-
 def _call(cmd: str) -> str:
     return "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": cmd}}) + "\n</tool_call>"
 
 
 SUBMIT = _call("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
-TOK = None
 
 
 def test_rl_refuses_a_forced_policy_behind_mini_swe_agent(sandbox_admin, modelservice, backend, tokenizer, ms_root,
                                                            tmp_path, monkeypatch):
-    global TOK
-    TOK = tokenizer
     task = next(t for t in load_dataset(REPO / "datasets" / "micro").tasks if t.path.name == "absolute")
     base = ms_root / "bases-bb" / task.slug
     if not base.exists():
@@ -82,6 +52,7 @@ def test_rl_refuses_a_forced_policy_behind_mini_swe_agent(sandbox_admin, modelse
            f"p.write_text(p.read_text().replace({e['old']!r}, {e['new']!r}, 1))")
     monkeypatch.setattr(ForcedPolicy, "scripts", [[_call(f"cat {e['path']}"), _call("python3 -c " + shlex.quote(fix)),
                                                    SUBMIT], [SUBMIT]])
+    monkeypatch.setattr(ForcedPolicy, "tok", tokenizer)
     monkeypatch.setattr(rl_loop, "TinkerPolicy", ForcedPolicy)   # the stand-in for the model
     cfg = parse(["grpo", "--agent", "mini-swe-agent", "--task-id", "absolute", "--num-steps", "1",
                  "--group-size", "2", "--groups-per-step", "1", "--learning-rate", "1e-2"])

@@ -33,7 +33,7 @@ from cookbook.cli import parse
 from cookbook.context import RunContext
 from cookbook.modelservice.rock_pull import RockPullMiniSweAgent
 from cookbook.rollout import AgentConfig, Failures, Rollouts
-from helpers import read_json, run_sh
+from helpers import ForcedPolicy, read_json, run_sh
 from services.sandbox.client import SandboxManagerClient
 from services.tasks.task import load_dataset
 from services.tasks.workspace import build_base
@@ -177,32 +177,6 @@ def test_run_sh_rollout_with_mini_swe_agent_on_rock(rock_admin, backend, isolate
             break
         asyncio.run(asyncio.sleep(0.2))
     assert rock_containers(rock_admin) == []
-
-
-class ForcedPolicy:
-    """The GRPO step's policy (``rl_loop.TinkerPolicy``) replaced by teacher forcing: even forks replay
-    the gold fix, odd ones submit at once (a group with reward variance); logprobs from the step's
-    sampling client (tests/modelservice/test_black_box_rollouts.py does the same over the socket)."""
-
-    scripts: list[list[str]] = []
-    tok = None
-
-    def __init__(self, sampler, stop_token_ids, temperature: float = 1.0, top_p: float = 1.0, seed=None,
-                 texts: list[str] | None = None):
-        self.sampler, self.texts, self.calls, self.forks = sampler, texts, 0, 0
-
-    def fork(self, seed) -> "ForcedPolicy":
-        p = ForcedPolicy(self.sampler, None, texts=self.scripts[self.forks % len(self.scripts)])
-        self.forks += 1
-        return p
-
-    async def sample(self, prompt: list[int], max_tokens: int) -> SampleOut:
-        text = self.texts[min(self.calls, len(self.texts) - 1)]
-        self.calls += 1
-        toks = (list(self.tok.encode(text, add_special_tokens=False))
-                + [self.tok.convert_tokens_to_ids("<|im_end|>")])[:max_tokens]
-        lps = await self.sampler.compute_logprobs_async(types.ModelInput.from_ints(prompt + toks))
-        return SampleOut(toks, [float(x) for x in lps[len(prompt):]], "stop")
 
 
 def test_grpo_step_on_mini_swe_agent_trajectories_from_rock(rock_admin, backend, tiny_model, tmp_path, monkeypatch):

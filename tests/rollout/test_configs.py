@@ -4,12 +4,15 @@ from the field default < the mode's defaults < the --preset entry < the command 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 
 import pytest
 
 from cookbook.cli import build_parser, parse
-from cookbook.config import CONFIGS, PARTS, PpoKlConfig, SftConfig, flat
+from cookbook.config import CONFIGS, PARTS, PpoKlConfig, SftConfig, build, flat
 from cookbook.presets import MODE_DEFAULTS, PRESETS, SEED_DEFAULTS
+from cookbook.train import config_key
 
 
 def _help(mode: str, capsys) -> str:
@@ -84,12 +87,6 @@ def test_warm_start_key_tells_agents_apart():
     SFT and GRPO share a key (and keep the one they always had), a black-box harness's SFT does not hand its
     checkpoint to the built-in agent's GRPO (seen: `grpo --preset quickstart` started from the mini-swe-agent SFT at
     reward 0)."""
-    import hashlib
-    import json
-
-    from cookbook.config import build
-    from cookbook.train import config_key
-
     def key(mode, **given):
         return config_key("m", build(mode, {"preset": "quickstart", **given}))
 
