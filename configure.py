@@ -26,6 +26,8 @@ import secrets
 import sys
 from pathlib import Path
 
+from services.common.paths import CONFIG_DIR  # where every service reads its configs (one owner)
+
 ROOT = Path(__file__).resolve().parent
 TEMPLATES = ROOT / "templates"
 MANIFEST = ".configure-manifest.json"
@@ -275,8 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                       help="`serve.sh worker` port (default 22555, the seed's host rocklet port)")
     seed.add_argument("--modelservice-port", type=int, default=28080,
                       help="ModelService TCP port recorded in manifest.json (default 28080; `serve.sh modelservice`)")
-    ap.add_argument("--out", default=os.environ.get("LTS_CONFIG_DIR") or str(ROOT / "config"),
-                    help="output directory (default: $LTS_CONFIG_DIR, where services read configs, else config/)")
+    ap.add_argument("--out", default=str(CONFIG_DIR),
+                    help="output directory (default: where the services read configs: $LTS_CONFIG_DIR, else config/)")
     ap.add_argument("--force", action="store_true", help="overwrite configs even if you edited them")
     args = ap.parse_args(argv)
     bad = [h for h in args.rock_header if "=" not in h or not h.split("=", 1)[0].strip()]
