@@ -215,10 +215,12 @@ def _merged_linear(layer: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor |
 
 def active_positions(loss_fn: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
     """Where the loss can have a non-zero gradient: weight != 0, and for the advantage-weighted
-    losses (everything but cross_entropy and dro's quadratic term) advantage != 0 as well."""
+    losses (everything but cross_entropy and dro's quadratic term) advantage != 0 as well. gspo's sequence
+    ratio reads the logprobs at every position its sequence_ratio_mask marks, but without gradient (sg(lp)):
+    token_logprobs computes every position's value either way, and autograd is needed only here."""
     n = len(inputs["target_tokens"])
     act = np.ones(n, dtype=bool) if "weights" not in inputs else np.asarray(inputs["weights"]) != 0
-    if loss_fn in ("importance_sampling", "ppo", "cispo"):
+    if loss_fn in ("importance_sampling", "ppo", "cispo", "gspo"):
         act &= np.asarray(inputs["advantages"]) != 0
     return act
 
@@ -298,7 +300,7 @@ def microbatch_loss(module: torch.nn.Module, batch: list[Datum], loss_fn: str, f
                     cfg: dict[str, float], dev: torch.device, forward_only: bool
                     ) -> tuple[torch.Tensor, list[dict[str, np.ndarray]], tuple[float, int]]:
     """Summed loss of one microbatch (with gradient unless ``forward_only``), each datum's
-    ``logprobs`` / ``elementwise_loss``, and (ppo, cispo) the clipped tokens among the positions the
+    ``logprobs`` / ``elementwise_loss``, and (ppo, cispo, gspo) the clipped tokens among the positions the
     loss acts on (weight and advantage non-zero; a prompt's positions are not counted) and how many
     those positions are."""
     active = [active_positions(loss_fn, d.inputs) for d in batch]
@@ -317,8 +319,8 @@ def microbatch_loss(module: torch.nn.Module, batch: list[Datum], loss_fn: str, f
         loss = loss + el.sum()
         results.append({"logprobs": lp.detach().float().cpu().numpy(),
                         "elementwise_loss": el.detach().float().cpu().numpy()})
-        if loss_fn in ("ppo", "cispo"):
-            r = torch.exp(lp.detach() - x["logprobs"])[torch.as_tensor(act, device=dev)]
+        if loss_fn in losses.CLIPPED:   # gspo: the sequence ratio, the one value its tokens clip
+            r = losses.clip_ratio(loss_fn, lp.detach(), x)[torch.as_tensor(act, device=dev)]
             clipped += float(((r < cfg["clip_low_threshold"]) | (r > cfg["clip_high_threshold"])).float().sum())
             counted += int(act.sum())
     return loss, results, (clipped, counted)

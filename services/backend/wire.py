@@ -292,6 +292,9 @@ def forward_backward(raw: bytes, content_type: str, content_encoding: str, limit
             if name not in d.inputs:
                 raise BadRequest(f"datum {i}: loss_fn {req.loss_fn!r} needs loss_fn_inputs[{name!r}]")
         _check_ids(d.inputs["target_tokens"], info, f"datum {i}: target_tokens")
+        if req.loss_fn == "gspo" and not np.any(d.inputs["sequence_ratio_mask"] != 0):
+            raise BadRequest(f"datum {i}: sequence_ratio_mask marks no position (gspo's sequence ratio is the mean "
+                             "log-ratio over the positions it marks non-zero: mark the sampled tokens)")
         for name, arr in d.inputs.items():
             if len(arr) != n:
                 raise BadRequest(f"datum {i}: loss_fn_inputs[{name!r}] has length {len(arr)} but model_input has "
@@ -302,12 +305,14 @@ def forward_backward(raw: bytes, content_type: str, content_encoding: str, limit
 
 
 def loss_config(loss_fn: str, config: dict[str, float] | None) -> tuple[tuple[str, ...], dict[str, float]]:
-    """A loss name + config checked against losses.LOSSES: (required inputs, full config)."""
+    """A loss name + config checked against losses.LOSSES: (required inputs, full config). The mismatch
+    corrections (losses.CORRECTIONS: this backend's extension keys) must be >= 0 (0 = off), and a mask band
+    mask_ratio_low <= mask_ratio_high when both are set."""
     names = ", ".join(losses.LOSSES)
     if loss_fn == "stable_reinforce":
         raise BadRequest(f"loss_fn 'stable_reinforce' is not supported by this backend (Tinker's math for it is not "
                          f"public); supported: {names}. tinker-cookbook's async RL loop takes "
-                         "loss_fn='importance_sampling' (its synchronous default) or 'ppo'/'cispo'")
+                         "loss_fn='importance_sampling' (its synchronous default) or 'ppo'/'cispo'/'gspo'")
     if loss_fn not in losses.LOSSES:
         raise BadRequest(f"unsupported loss_fn {loss_fn!r}; supported: {names}")
     _, required, defaults = losses.LOSSES[loss_fn]
@@ -316,11 +321,17 @@ def loss_config(loss_fn: str, config: dict[str, float] | None) -> tuple[tuple[st
         if k not in defaults:
             allowed = ", ".join(defaults) or "none"
             raise BadRequest(f"unknown loss_fn_config key {k!r} for {loss_fn} (allowed: {allowed})")
-        if not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise BadRequest(f"loss_fn_config[{k!r}] must be a finite number, got {v!r}")
         cfg[k] = float(v)
-    if loss_fn in ("ppo", "cispo") and cfg["clip_low_threshold"] > cfg["clip_high_threshold"]:
+    if loss_fn in losses.CLIPPED and cfg["clip_low_threshold"] > cfg["clip_high_threshold"]:
         raise BadRequest("clip_low_threshold must be <= clip_high_threshold")
+    for k in losses.CORRECTIONS:
+        if cfg.get(k, 0.0) < 0:
+            raise BadRequest(f"loss_fn_config[{k!r}] must be >= 0 (0 = off), got {cfg[k]}")
+    if cfg.get("mask_ratio_low") and cfg.get("mask_ratio_high") and cfg["mask_ratio_low"] > cfg["mask_ratio_high"]:
+        raise BadRequest(f"loss_fn_config mask_ratio_low {cfg['mask_ratio_low']} must be <= mask_ratio_high "
+                         f"{cfg['mask_ratio_high']} (the band of sampler/trainer ratios kept)")
     return required, cfg
 
 
