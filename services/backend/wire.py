@@ -181,9 +181,21 @@ def _int_or_none(body: dict, key: str, what: str) -> int | None:
     return v
 
 
+ADAM_TYPES = ("adamw", "adam")
+OPTIMIZER_HELP = ("this backend supports the adamw optimizer family only (torch.optim.AdamW, the SDK's "
+                  "AdamOptimizerConfig / AdamParams): Dimuon's update rule is not public (SDK 0.38 documents only its "
+                  "hyperparameters), so it cannot be reproduced here")
+
+
 def check_optimizer(oc: Any) -> None:
-    if oc is not None and (not isinstance(oc, dict) or oc.get("type", "adamw") not in ("adamw", "adam")):
-        raise BadRequest(f"unsupported optimizer_config {oc!r}: only AdamW is supported")
+    """create_model's / create-from-state's ``optimizer_config``: absent or the adamw family."""
+    if oc is None:
+        return
+    if not isinstance(oc, dict):
+        raise BadRequest(f"optimizer_config must be an object like {{'type': 'adamw'}}, got {oc!r}")
+    if oc.get("type", "adamw") not in ADAM_TYPES:
+        raise BadRequest(f"unsupported optimizer_config type {oc.get('type')!r}: {OPTIMIZER_HELP}. Create the "
+                         "training client without optimizer= (or with types.AdamOptimizerConfig())")
 
 
 def check_ttl(ttl: Any) -> int | None:
@@ -362,11 +374,16 @@ def adam_params(adam: dict[str, Any]) -> dict[str, float]:
 
 
 def optim_step(body: dict) -> dict[str, float]:
-    """The Adam parameters of an optim_step body."""
+    """The Adam parameters of an optim_step body (``adam_params``; SDK 0.38 sends any other family's as
+    ``optimizer_params`` with its ``type``)."""
     op = body.get("optimizer_params")
-    if op is not None and (op or {}).get("type") not in (None, "adam", "adamw"):
-        raise BadRequest("only Adam(W) optimizer_params are supported")
-    return adam_params(body.get("adam_params") or {})
+    if op is not None:
+        if not isinstance(op, dict):
+            raise BadRequest(f"optimizer_params must be an object with a 'type', got {op!r}")
+        if op.get("type") not in (None, *ADAM_TYPES):
+            raise BadRequest(f"unsupported optimizer_params type {op.get('type')!r}: {OPTIMIZER_HELP}. Step with "
+                             "types.AdamParams(...)")
+    return adam_params(body.get("adam_params") or {k: v for k, v in (op or {}).items() if k != "type"})
 
 
 class SaveWeights(WireModel):
