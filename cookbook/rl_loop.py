@@ -32,6 +32,7 @@ from .agent.agent import SAMPLED, TinkerPolicy
 from .agent.trajectory import Trajectory
 from .config import PpoConfig, PpoKlConfig, RLConfig
 from .data import baseline_advantages, group_advantages, rl_datum, rl_segments, scaled_advantages
+from .mismatch import mismatch_stats
 from .recorder import write_step_result
 from .rollout import Failures, save_rollout
 
@@ -174,10 +175,13 @@ async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: R
     rec["learning_rate"] = lr = lr_at(cfg, step)
     rec.update(seed_step_fields(batch, group_returns, len(datums)))
     t2 = time.time()
+    mismatch: dict[str, float] = {}
     if datums:
+        masks = [np.asarray(s.sampled[1:], dtype=np.float32) for s, _ in segs]   # the tokens the policy sampled
+        staleness = step - batch.version   # 0 in the synchronous loop: the figures are then numerics alone
         if isinstance(cfg, PpoConfig):
-            masks = [np.asarray(s.sampled[1:], dtype=np.float32) for s, _ in segs]
-            rec.update(await ppo_update(cfg, tc, datums, masks, reference, ctx.rng, lr))
+            rec.update(await ppo_update(cfg, tc, datums, masks, reference, ctx.rng, lr, staleness))
+            mismatch = rec.pop("mismatch")
         else:
             f = tc.forward_backward(datums, cfg.loss_name, cfg.loss_config())
             o = tc.optim_step(adam(lr))
@@ -187,6 +191,9 @@ async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: R
             log.info("optim_step done: %s", json.dumps(opt.metrics or {}))
             rec["fwdbwd_metrics"] = fb.metrics
             rec["optim_metrics"] = opt.metrics or {}
+            # the trainer's logprobs of this forward_backward (at the sampling weights when staleness is 0)
+            mismatch = mismatch_stats(datums, fb.loss_fn_outputs, masks, staleness)
+        log.info("sampler/trainer mismatch: %s", json.dumps(mismatch))
     else:   # the seed's words: nothing to train on (every group dropped or without variance)
         log.info("skipping step %d: no training transitions (%d of %d rollouts succeeded, %d groups without "
                  "reward variance)", step, rec["rollouts_succeeded"], rec["rollouts_total"], skipped)
@@ -199,7 +206,7 @@ async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: R
                "verifier_s": sum(t.timings.get("verifier_s", 0) for t in trajs)}
     rec["timings"] = timings | rec.pop("timings", {})
     rec["metrics"] = {**{f"fwdbwd/{k}": v for k, v in rec.get("fwdbwd_metrics", {}).items()},
-                      **{f"optim/{k}": v for k, v in rec.get("optim_metrics", {}).items()}}
+                      **{f"optim/{k}": v for k, v in rec.get("optim_metrics", {}).items()}, **mismatch}
     write_step_result(run_dir, step, rec)
     return rec
 
@@ -372,12 +379,15 @@ async def off_policy_step(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, stat
     return rec
 
 
-async def ppo_update(cfg: PpoConfig, tc, datums, masks, reference, rng: random.Random, lr: float) -> dict:
+async def ppo_update(cfg: PpoConfig, tc, datums, masks, reference, rng: random.Random, lr: float,
+                     staleness: int = 0) -> dict:
     """Clipped PPO over several minibatch epochs: the server's ppo loss with the config's clip values
     as its loss config and the advantages scaled by 1 / the minibatch's sampled tokens (a token mean).
     ppo-kl adds --kl-beta times a k3 KL estimate against the frozen reference (its logprobs from
     compute_logprobs) on every sampled token (``masks``) through forward_backward_custom, whose gradient
-    adds to the ppo loss's before the optimizer step; the KL is reported per token (also at beta 0)."""
+    adds to the ppo loss's before the optimizer step; the KL is reported per token (also at beta 0).
+    ``mismatch``: the sampler/trainer figures of the first epoch's first minibatch, the only forward_backward
+    at the sampling weights (every later one follows an optimizer step)."""
     import torch  # noqa: PLC0415 (ppo/ppo-kl only: the Python 3.13 control venv of .ci/py313 has no torch)
 
     beta = cfg.kl_beta if isinstance(cfg, PpoKlConfig) else 0.0
@@ -398,6 +408,7 @@ async def ppo_update(cfg: PpoConfig, tc, datums, masks, reference, rng: random.R
     opt_metrics: dict[str, float] = {}
     kls: list[float] = []
     clipfracs: list[float] = []
+    mismatch: dict[str, float] | None = None
     for _ in range(cfg.ppo_epochs):
         rng.shuffle(idx)
         for mb in np.array_split(np.array(idx), max(1, min(cfg.minibatches, len(idx)))):
@@ -423,6 +434,9 @@ async def ppo_update(cfg: PpoConfig, tc, datums, masks, reference, rng: random.R
             log.info("optim_step done: %s", json.dumps(opt.metrics or {}))
             fb_metrics = fb.metrics
             opt_metrics = opt.metrics or {}
+            if mismatch is None:   # the first forward_backward: still at the weights that sampled the batch
+                mismatch = mismatch_stats([datums[i] for i in mb], fb.loss_fn_outputs, [masks[i] for i in mb],
+                                          staleness)
             kl_sum = clip_n = 0.0
             for i, out, rl, mask in zip(mb, fb.loss_fn_outputs, refs, mb_masks):
                 lp = torch.tensor(out["logprobs"].to_numpy())
@@ -435,4 +449,5 @@ async def ppo_update(cfg: PpoConfig, tc, datums, masks, reference, rng: random.R
             clipfracs.append(clip_n / ntok)
     return {"fwdbwd_metrics": fb_metrics, "optim_metrics": opt_metrics, "ref_logprobs_elapsed": ref_elapsed,
             "kl_per_token": float(np.mean(kls)) if kls else 0.0,
-            "kl_beta": beta, "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0, "ppo_epochs": cfg.ppo_epochs}
+            "kl_beta": beta, "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0, "ppo_epochs": cfg.ppo_epochs,
+            "mismatch": mismatch or {}}

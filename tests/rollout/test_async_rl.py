@@ -68,6 +68,18 @@ def test_k1_trains_and_never_uses_a_group_older_than_k(running_module):
         assert all(0 <= st <= K for st in s["group_staleness"]), (s["step"], s["group_staleness"])
         assert s["groups_stale_dropped"] == 0, s   # the sampler kept its bound: nothing sampled too early
         assert len(s["group_staleness"]) == 2 and s["step"] - s["sampler_version"] == s["group_staleness"][0]
+    # the sampler/trainer mismatch (cookbook/mismatch.py) is labelled with the batch's staleness: with K >= 1 the
+    # figure includes the policy lag, not numerics alone; at staleness 0 (step 0: nothing trained yet) it is tiny
+    for s in steps:
+        m = s["metrics"]
+        if s["train_transitions"]:
+            assert m["mismatch/staleness"] == s["group_staleness"][0] and m["mismatch/tokens"] > 0, m
+            if m["mismatch/staleness"] == 0:
+                assert m["mismatch/abs_diff_mean"] < 1e-3, m
+    trained = [s["metrics"] for s in steps if s["train_transitions"]]
+    print("async mismatch (staleness: mean |diff|, max |diff|, kl_sample_train_v1) per trained step: "
+          + "; ".join(f"{m['mismatch/staleness']}: {m['mismatch/abs_diff_mean']:.3g}, "
+                      f"{m['mismatch/abs_diff_max']:.3g}, {m['optim/kl_sample_train_v1']:.3g}" for m in trained))
     staleness = [s["group_staleness"][0] for s in steps]
     print(f"async K={K}: staleness per step {staleness}; rewards {[round(s['mean_reward'], 3) for s in steps]}")
     assert max(staleness) == K, staleness   # it did run ahead: a step trained on weights one update old

@@ -18,6 +18,7 @@ import yaml
 from safetensors.numpy import load_file
 from tinker import types
 
+from cookbook import mismatch
 from cookbook.agent.trajectory import Trajectory
 from helpers import REPO
 from helpers import read_json as _json
@@ -114,6 +115,29 @@ def _kl_from_start(env, start: str, final: str, rollouts: list[Path]) -> float:
     return float(np.mean(diffs))
 
 
+def _assert_cpu_mismatch(run_dir: Path, res: dict) -> None:
+    """Issue 41: every trained step's sampler/trainer mismatch (cookbook/mismatch.py, from the step's own
+    forward_backward) in metrics.jsonl, result.json and the viewer; on the CPU float32 path, where the synchronous loop
+    scores each batch with the weights that sampled it, the mismatch is numerics alone: tiny (the CPU contract).
+    Planted: the trainer logprobs of the next datum (or shifted by one token) -> mean |diff| ~1-3 -> fails."""
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [s["step"] for s in res["steps"]]
+    trained = [m for m in metrics if m["train_transitions"] > 0]
+    assert trained and all(m.get("train_skipped") for m in metrics if m["train_transitions"] == 0)
+    for m, s in zip(metrics, res["steps"]):
+        if m["train_transitions"] > 0:
+            assert set(mismatch.KEYS) <= set(m) and set(mismatch.KEYS) <= set(s["metrics"]), (m["step"], sorted(m))
+    figs = {k: [m[k] for m in trained] for k in mismatch.KEYS}
+    print(f"CPU float32 sampler/trainer mismatch, {len(trained)} of {len(metrics)} steps trained, per step min-max: "
+          + "; ".join(f"{k} {min(v):.3g}-{max(v):.3g}" for k, v in figs.items()))
+    assert all(k == 0 for k in figs["mismatch/staleness"])   # the synchronous loop: the sampling weights
+    assert all(t > 0 for t in figs["mismatch/tokens"])
+    assert max(figs["mismatch/abs_diff_mean"]) < 1e-3 and max(figs["mismatch/ratio_abs_dev_mean"]) < 1e-3, figs
+    assert max(abs(v) for v in figs["optim/kl_sample_train_v1"]) < 1e-3, figs
+    assert max(figs["mismatch/abs_diff_max"]) < 1e-2, figs
+    assert "sampler/trainer: mean |&Delta;|" in (run_dir / "viewer.html").read_text()
+
+
 @pytest.fixture(scope="module")
 def warm(running_module):
     """A short SFT on the two tasks (about 20 s): after it the sampled policy solves them about half the
@@ -136,6 +160,7 @@ def test_kill9_client_then_resume_matches_uninterrupted_run(warm):
     full = _run(env, *args)
     fres = _json(full / "results" / "grpo" / "result.json")
     assert sum(s["train_transitions"] for s in fres["steps"]) > 0 and any(s["mean_reward"] > 0 for s in fres["steps"])
+    _assert_cpu_mismatch(full, fres)
 
     run_dir = tmp / "runs" / "killed"
     p = subprocess.Popen([str(REPO / ".venv-control/bin/python"), "-m", "cookbook.cli", *args,
@@ -191,6 +216,12 @@ def test_ppo_kl_penalty_holds_the_policy_near_its_warm_start(warm):
         assert any(s["mean_reward"] > 0 for s in steps)
         assert all(s["kl_beta"] == float(beta) and 0 <= s["kl_per_token"] < 10 for s in steps)
         kls[beta] = sum(s["kl_per_token"] for s in steps)
+        # the sampler/trainer mismatch of ppo's first minibatch of the first epoch (the sampling weights): tiny on CPU
+        mm = [s["metrics"] for s in steps]
+        assert all(m["mismatch/staleness"] == 0 and 0 < m["mismatch/tokens"] and m["mismatch/abs_diff_mean"] < 1e-3
+                   for m in mm), mm
+        print(f"ppo-kl beta {beta}: first-minibatch mismatch mean |diff| "
+              f"{[round(m['mismatch/abs_diff_mean'], 9) for m in mm]}, tokens {[m['mismatch/tokens'] for m in mm]}")
         first = sorted((d / "step_000").glob("rollout_0[0-3].json"))
         measured[beta] = _kl_from_start(env, ck, res["final_checkpoint"], first)
     print(f"ppo-kl: sum of the per-step KL the runs report {kls}; KL(start || final) measured {measured}")
