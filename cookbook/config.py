@@ -113,6 +113,10 @@ class SftConfig:
     eval_n: int = flag("rollouts per pass-rate check (default 16; 32 with --preset quickstart)", 16)
 
 
+CLIPPED_LOSSES = ("ppo", "cispo", "gspo")   # take clip_low_threshold / clip_high_threshold
+CORRECTED_LOSSES = ("importance_sampling", "ppo", "cispo", "gspo")   # take tis_threshold, mask_ratio_low/high
+
+
 @dataclass
 class RLConfig:
     """What grpo, ppo and ppo-kl share: the rollout batch, the agent, async off-policy sampling."""
@@ -129,8 +133,16 @@ class RLConfig:
         "async RL: sample the next steps' groups while the current step trains, from the newest published "
         "weights; a group sampled more than K optimizer steps before the step that trains on it is dropped "
         "(0 = synchronous, default)", 0, metavar="K")
-    clip_low: float | None = flag("lower clip of the importance ratio, sent as the loss config (ppo/cispo)")
-    clip_high: float | None = flag("upper clip of the importance ratio, sent as the loss config (ppo/cispo)")
+    clip_low: float | None = flag("lower clip of the importance ratio, sent as the loss config (ppo/cispo/gspo)")
+    clip_high: float | None = flag("upper clip of the importance ratio, sent as the loss config (ppo/cispo/gspo)")
+    tis_threshold: float = flag("truncated importance sampling: each token's sampler/trainer ratio "
+                                "exp(trainer - sampler logprob) is capped at C in the loss (loss config "
+                                "tis_threshold; 0 = off, default; docs/recipes.md \"Sampler/trainer mismatch\")",
+                                0.0, metavar="C")
+    mask_ratio_low: float = flag("mask (drop from the loss) tokens whose sampler/trainer ratio is below L (loss "
+                                 "config mask_ratio_low; 0 = off, default)", 0.0, metavar="L")
+    mask_ratio_high: float = flag("mask tokens whose sampler/trainer ratio is above H (loss config mask_ratio_high; "
+                                  "0 = off, default)", 0.0, metavar="H")
     eval_every: int = flag("evaluate on --eval-split before the first step, every N steps and after the last "
                            "(result.json 'heldout'; 0 = off, default)", 0, metavar="N")
     eval_split: str = flag("the dataset split --eval-every evaluates (default heldout)", "heldout")
@@ -144,10 +156,15 @@ class RLConfig:
         raise NotImplementedError
 
     def loss_config(self) -> dict[str, float] | None:
-        """The clip thresholds the server's ppo/cispo loss uses (None: the loss's own defaults)."""
-        if self.loss_name not in ("ppo", "cispo"):
-            return None
-        cfg = {"clip_low_threshold": self.clip_low, "clip_high_threshold": self.clip_high}
+        """The loss config sent with every forward_backward (None: the loss's own defaults): the clip thresholds of
+        the server's ppo/cispo/gspo loss when set, and the mismatch corrections (--tis-threshold, --mask-ratio-low/
+        -high) only when set (nonzero), so a run without them sends what it always sent."""
+        cfg: dict[str, float | None] = {}
+        if self.loss_name in CLIPPED_LOSSES:
+            cfg |= {"clip_low_threshold": self.clip_low, "clip_high_threshold": self.clip_high}
+        if self.loss_name in CORRECTED_LOSSES:
+            cfg |= {"tis_threshold": self.tis_threshold or None, "mask_ratio_low": self.mask_ratio_low or None,
+                    "mask_ratio_high": self.mask_ratio_high or None}
         return {k: v for k, v in cfg.items() if v is not None} or None
 
 
@@ -158,7 +175,8 @@ class GrpoConfig(RLConfig):
     MODE: ClassVar[str] = "grpo"
     ADVANTAGES: ClassVar[str] = "group"
     loss: str | None = flag("loss (default importance_sampling; ppo with --max-steps-off-policy > 0: its ratio is "
-                            "clipped)", choices=["importance_sampling", "ppo", "cispo"])
+                            "clipped; gspo: the sequence-level ratio over each datum's sampled tokens)",
+                            choices=["importance_sampling", "ppo", "cispo", "gspo"])
     normalize_std: bool = flag("divide advantages by the group std (default: on with --preset quickstart)", False,
                                switch=True)
     leave_one_out: bool = flag("leave-one-out baseline", False)
@@ -276,8 +294,14 @@ def build(mode: str, given: dict[str, Any]) -> AnyConfig:
             (parts[part] if part else kwargs)[f.name] = values[f.name]
     kwargs.update({name: PARTS[name](**v) for name, v in parts.items()})
     cfg = cls(**kwargs)
-    if isinstance(cfg, RLConfig) and cfg.max_steps_off_policy < 0:
-        raise SystemExit("--max-steps-off-policy must be >= 0")
+    if isinstance(cfg, RLConfig):
+        if cfg.max_steps_off_policy < 0:
+            raise SystemExit("--max-steps-off-policy must be >= 0")
+        for name in ("tis_threshold", "mask_ratio_low", "mask_ratio_high"):
+            if getattr(cfg, name) < 0:
+                raise SystemExit(f"--{name.replace('_', '-')} must be >= 0 (0 = off)")
+        if cfg.mask_ratio_low and cfg.mask_ratio_high and cfg.mask_ratio_low > cfg.mask_ratio_high:
+            raise SystemExit("--mask-ratio-low must be <= --mask-ratio-high (the band of ratios kept)")
     return cfg
 
 

@@ -25,14 +25,17 @@ def sft_datum(seg: Segment) -> types.Datum:
                        loss_fn_inputs={"target_tokens": _td(toks[1:], np.int64), "weights": _td(w, np.float32)})
 
 
-def rl_datum(seg: Segment, advantage: float) -> types.Datum:
+def rl_datum(seg: Segment, advantage: float, sequence_ratio_mask: bool = False) -> types.Datum:
+    """The RL datum of a segment; with ``sequence_ratio_mask`` (the gspo loss) also the positions its sequence ratio
+    averages over: the sampled tokens."""
     toks = seg.tokens
     mask = np.asarray(seg.sampled[1:], dtype=np.float32)
-    return types.Datum(model_input=types.ModelInput.from_ints(toks[:-1]),
-                       loss_fn_inputs={"target_tokens": _td(toks[1:], np.int64),
-                                       "logprobs": _td(np.asarray(seg.logprobs[1:], dtype=np.float32) * mask,
-                                                       np.float32),
-                                       "advantages": _td(mask * advantage, np.float32)})
+    inputs = {"target_tokens": _td(toks[1:], np.int64),
+              "logprobs": _td(np.asarray(seg.logprobs[1:], dtype=np.float32) * mask, np.float32),
+              "advantages": _td(mask * advantage, np.float32)}
+    if sequence_ratio_mask:
+        inputs["sequence_ratio_mask"] = _td(mask, np.float32)
+    return types.Datum(model_input=types.ModelInput.from_ints(toks[:-1]), loss_fn_inputs=inputs)
 
 
 def sft_datums(trajs: list[Trajectory]) -> list[types.Datum]:

@@ -168,7 +168,7 @@ async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: R
     segs = rl_segments(trajs, advs, keep_zero=isinstance(cfg, PpoKlConfig) or getattr(cfg, "baseline", "") == "none")
     if cfg.max_train_transitions and len(segs) > cfg.max_train_transitions:
         segs = ctx.rng.sample(segs, cfg.max_train_transitions)
-    datums = [rl_datum(s, a) for s, a in segs]
+    datums = [rl_datum(s, a, sequence_ratio_mask=cfg.loss_name == "gspo") for s, a in segs]
     rec["verifier_cache_hits"] = ctx.rollouts.cache_hits
     rec["train_transitions"] = len(datums)
     rec["train_tokens"] = int(sum(d.model_input.length for d in datums))

@@ -96,3 +96,39 @@ def test_warm_start_key_tells_agents_apart():
     old = hashlib.sha256(json.dumps(["m", build("sft", {"preset": "quickstart"}).common.dataset, "quickstart",
                                      rank]).encode()).hexdigest()[:12]
     assert key("grpo") == old, "the built-in agent's key changed: users' runs/.latest-sft-* pointers would be lost"
+
+
+CORRECTIONS = {"tis_threshold", "mask_ratio_low", "mask_ratio_high"}
+
+
+@pytest.mark.parametrize("mode,given,loss", [
+    ("grpo", {}, "importance_sampling"), ("grpo", {"loss": "cispo"}, "cispo"), ("grpo", {"loss": "gspo"}, "gspo"),
+    ("grpo", {"max_steps_off_policy": 1}, "ppo"), ("ppo", {}, "ppo"), ("ppo-kl", {}, "ppo")])
+def test_mismatch_corrections_reach_the_loss_config_only_when_set(mode, given, loss):
+    cfg = build(mode, given)
+    assert cfg.loss_name == loss
+    plain = cfg.loss_config()
+    assert not CORRECTIONS & set(plain or {}), plain   # the default sends exactly what it always sent
+    if mode == "grpo" and loss in ("importance_sampling", "cispo", "gspo"):
+        assert plain is None, plain
+    if mode != "grpo":
+        assert plain == {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
+    tis = build(mode, {**given, "tis_threshold": 2.0}).loss_config()
+    assert tis == {**(plain or {}), "tis_threshold": 2.0}
+    band = build(mode, {**given, "mask_ratio_low": 0.5, "mask_ratio_high": 2.0}).loss_config()
+    assert band == {**(plain or {}), "mask_ratio_low": 0.5, "mask_ratio_high": 2.0}
+    low = build(mode, {**given, "mask_ratio_low": 0.5, "tis_threshold": 0.0}).loss_config()
+    assert low == {**(plain or {}), "mask_ratio_low": 0.5}
+
+
+def test_mismatch_corrections_from_the_command_line_and_their_checks():
+    """Issue 41: --tis-threshold, --mask-ratio-low/-high for any RL loss that takes them (gspo too)."""
+    cfg = parse(["grpo", "--loss", "gspo", "--tis-threshold", "2", "--mask-ratio-low", "0.5",
+                 "--mask-ratio-high", "2", "--clip-low", "0.9997", "--clip-high", "1.0004"])
+    assert cfg.loss_config() == {"clip_low_threshold": 0.9997, "clip_high_threshold": 1.0004, "tis_threshold": 2.0,
+                                 "mask_ratio_low": 0.5, "mask_ratio_high": 2.0}
+    assert parse(["ppo", "--tis-threshold", "3"]).loss_config() == {
+        "clip_low_threshold": 0.8, "clip_high_threshold": 1.2, "tis_threshold": 3.0}
+    for bad in (["--tis-threshold", "-1"], ["--mask-ratio-low", "2", "--mask-ratio-high", "1.5"]):
+        with pytest.raises(SystemExit):
+            build("grpo", {k.lstrip("-").replace("-", "_"): float(v) for k, v in zip(bad[::2], bad[1::2])})

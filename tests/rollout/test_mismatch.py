@@ -1,7 +1,8 @@
 """Issue 41 item 2: the sampler/trainer mismatch figures of an RL step (cookbook/mismatch.py) on hand-made numbers,
 the same as tinker-cookbook's compute_kl_sample_train on its keys; the step's wiring (grpo's one forward_backward,
-ppo's first minibatch, the async staleness label) against a recording client. The real backend's CPU float32
-figures: tests/rollout/test_recipes.py (sync grpo, ppo-kl) and test_async_rl.py (K=1)."""
+ppo's first minibatch, the async staleness label) against a recording client, and what that client is sent with
+the mismatch corrections (--tis-threshold, --mask-ratio-*: tests/rollout/test_configs.py) and gspo. The real
+backend's CPU float32 figures: tests/rollout/test_recipes.py (sync grpo, ppo-kl) and test_async_rl.py (K=1)."""
 
 from __future__ import annotations
 
@@ -160,12 +161,22 @@ def test_grpo_step_records_the_mismatch_of_its_own_forward_backward(tmp_path):
         "metrics"]["mismatch/staleness"] == 2
 
 
+def test_gspo_datums_carry_their_sequence_mask_and_corrections_reach_the_request(tmp_path):
+    tc = RecordingClient([0.0])
+    _step(build("grpo", {"loss": "gspo", "tis_threshold": 2.0, "mask_ratio_low": 0.5}), tc, tmp_path)
+    (datums, loss, config), = tc.calls
+    assert (loss, config) == ("gspo", {"tis_threshold": 2.0, "mask_ratio_low": 0.5})
+    for d in datums:   # gspo's sequence ratio averages over the sampled tokens
+        seq = d.loss_fn_inputs["sequence_ratio_mask"].to_numpy()
+        assert seq.tolist() == (d.loss_fn_inputs["advantages"].to_numpy() != 0).astype(np.float32).tolist()
+
+
 def test_ppo_measures_only_its_first_minibatch_at_the_sampling_weights(tmp_path):
     """Epoch 1's first minibatch is scored before any optimizer step; later ones (offset 0.5 here) are not."""
     tc = RecordingClient([0.002, 0.5])
-    rec = _step(build("ppo", {"ppo_epochs": 2, "minibatches": 2}), tc, tmp_path)
-    assert len(tc.calls) == 4 and all(c[1:] == ("ppo", {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2})
-                                      for c in tc.calls)
+    rec = _step(build("ppo", {"ppo_epochs": 2, "minibatches": 2, "tis_threshold": 3.0}), tc, tmp_path)
+    assert len(tc.calls) == 4 and all(c[1:] == ("ppo", {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2,
+                                                        "tis_threshold": 3.0}) for c in tc.calls)
     m = rec["metrics"]
     first = tc.calls[0][0]
     assert m["mismatch/tokens"] == sum(int((d.loss_fn_inputs["advantages"].to_numpy() != 0).sum()) for d in first)
