@@ -14,11 +14,13 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import tinker
 from tinker import types
 
 from cookbook.agent.agent import SAMPLED
 from cookbook.agent.trajectory import Segment, Trajectory, Turn
 from cookbook.config import build
+from cookbook.data import rl_datum
 from cookbook.mismatch import KEYS, mismatch_stats
 from cookbook.recorder import metrics_line
 from cookbook.report import mismatch_cell
@@ -181,3 +183,34 @@ def test_ppo_measures_only_its_first_minibatch_at_the_sampling_weights(tmp_path)
     first = tc.calls[0][0]
     assert m["mismatch/tokens"] == sum(int((d.loss_fn_inputs["advantages"].to_numpy() != 0).sum()) for d in first)
     assert m["mismatch/abs_diff_mean"] == pytest.approx(0.002, rel=1e-3) and "mismatch" not in rec
+
+
+def test_the_backend_takes_every_loss_and_correction_and_agrees_with_its_sampler(backend):
+    """Through the real backend (CPU float32): two samples of the step's sampler, their datums as the RL loop builds
+    them, and a forward_backward per loss config the recipes can send (no optimizer step, so the weights stay the
+    sampling ones): every one is accepted (gspo with its sequence_ratio_mask; the corrections as loss config keys) and
+    its trainer logprobs agree with the sampler's to float32 rounding (the CPU contract)."""
+    sc = tinker.ServiceClient(base_url=backend.url, api_key=backend.key)
+    tc = sc.create_lora_training_client(base_model=backend.model, rank=4)
+    sampler = tc.save_weights_and_get_sampling_client()
+    prompt = list(range(100, 124))
+    segs = []
+    for seed in (1, 2):
+        s = sampler.sample(types.ModelInput.from_ints(prompt), 1, types.SamplingParams(
+            max_tokens=24, temperature=1.0, seed=seed)).result(timeout=120).sequences[0]
+        seg = Segment()
+        seg.extend(prompt, sampled=False)
+        seg.extend(list(s.tokens), sampled=True, logprobs=list(s.logprobs))
+        segs.append((seg, 1.0 if seed == 1 else -1.0))
+    figures = {}
+    for given in ({}, {"loss": "ppo"}, {"loss": "cispo"}, {"loss": "gspo"},
+                  {"loss": "gspo", "tis_threshold": 2.0, "mask_ratio_low": 0.5, "mask_ratio_high": 2.0},
+                  {"tis_threshold": 2.0, "mask_ratio_high": 1.5}):
+        cfg = build("grpo", given)
+        datums = [rl_datum(s, a, sequence_ratio_mask=cfg.loss_name == "gspo") for s, a in segs]
+        out = tc.forward_backward(datums, cfg.loss_name, cfg.loss_config()).result(timeout=120)
+        st = mismatch_stats(datums, out.loss_fn_outputs, [np.asarray(s.sampled[1:]) for s, _ in segs])
+        assert st["mismatch/tokens"] == sum(s.n_sampled for s, _ in segs)
+        assert st["mismatch/abs_diff_mean"] < 1e-3 and st["mismatch/abs_diff_max"] < 1e-2, (given, st)
+        figures[json.dumps(given)] = st["mismatch/abs_diff_mean"]
+    print(f"backend sampler vs trainer, mean |diff| per loss config: {figures}")
