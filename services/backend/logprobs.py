@@ -3,6 +3,8 @@ positions without gradient), microbatching, and Tinker's losses applied to one m
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -226,21 +228,36 @@ def active_positions(loss_fn: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
 
 
 MIN_MICROBATCH_TOKENS = 256
-# The share of the memory available when a forward_backward starts that one micro-batch's activations may take:
-# half of the host's (sandboxes, the sampler and other processes share it); most of a CUDA device's, which the
-# backend has to itself (the activation estimate below is already ~1.7x what a 4B-shaped model measured on an
-# H200; with 0.5 there it cut 8192-token micro-batches to 5314 tokens and LoRA throughput by 18 %, docs/performance.md).
-MEMORY_SHARE = {"cpu": 0.5, "cuda": 0.9}
+# The share of the device's TOTAL memory that one micro-batch's activations may take. The cap is a pure function of
+# the model's shape, the configured max_tokens_per_microbatch and the machine (issue 41): it was sized from the memory
+# available at each call (issue 37), so the split of a forward_backward into micro-batches, and with it the
+# summation order of the gradients, changed with whatever else the host was doing, and two same-seed runs (or a run
+# and its --resume) drifted apart from their first update. Half of the host's memory (sandboxes, the sampler and
+# other processes share it); 0.6 of a CUDA device's (the weights, gradients and optimizer state take the rest: on an
+# H200 a 4B-shaped model keeps its 8192-token micro-batches, docs/performance.md).
+MEMORY_SHARE = {"cpu": 0.5, "cuda": 0.6}
 
 
 def memory_share(device: torch.device) -> float:
     return MEMORY_SHARE.get(device.type, MEMORY_SHARE["cpu"])
 
 
+def capacity_bytes(device: torch.device) -> int:
+    """The device's total memory (the host's RAM, or the CUDA device's): the same on every call and every run of one
+    machine, unlike the memory free at the moment. ``LTS_MEMORY_BYTES`` overrides it (a container whose limit is
+    below what the host reports)."""
+    if os.environ.get("LTS_MEMORY_BYTES"):
+        return int(float(os.environ["LTS_MEMORY_BYTES"]))
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    import psutil  # noqa: PLC0415 - the runtime's requirement; only read here
+    return int(psutil.virtual_memory().total)
+
+
 def available_bytes(device: torch.device) -> int:
     """Memory free for new tensors now: the host's MemAvailable, or the CUDA device's free memory plus what
-    PyTorch's caching allocator holds without using it (reserved - allocated: free to new tensors of this process,
-    but not counted as free by the driver)."""
+    PyTorch's caching allocator holds without using it (reserved - allocated). Logged beside the cap when it is
+    short; never used to size micro-batches (that would make the update depend on the machine's state)."""
     if device.type == "cuda":
         cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
         return int(torch.cuda.mem_get_info(device)[0]) + max(0, int(cached))
@@ -260,12 +277,13 @@ def activation_bytes_per_token(config, element_size: int, gradient_checkpointing
 
 
 def microbatch_token_cap(config, element_size: int, device: torch.device, configured: int,
-                         gradient_checkpointing: bool = False, available: int | None = None) -> int:
+                         gradient_checkpointing: bool = False, capacity: int | None = None) -> int:
     """Tokens per micro-batch: ``configured`` (engine max_tokens_per_microbatch), lowered where the estimated
-    activations would not fit memory_share(device) of the memory available now (not below MIN_MICROBATCH_TOKENS for
-    that, nor ever above ``configured``)."""
-    free = available_bytes(device) if available is None else available
-    fit = int(free * memory_share(device)) // activation_bytes_per_token(config, element_size, gradient_checkpointing)
+    activations would not fit memory_share(device) of the device's total memory (not below MIN_MICROBATCH_TOKENS for
+    that, nor ever above ``configured``). A pure function of the model, the configuration and the machine, so the
+    same request is split the same way on every call (reproducible updates)."""
+    total = capacity_bytes(device) if capacity is None else capacity
+    fit = int(total * memory_share(device)) // activation_bytes_per_token(config, element_size, gradient_checkpointing)
     return min(configured, max(MIN_MICROBATCH_TOKENS, fit))
 
 

@@ -37,7 +37,14 @@ from .codec import FwdBwdRequest
 from .errors import NotFound
 from .gpu import train_kernels
 from .gpu.glue import make_sampling
-from .logprobs import microbatch_loss, microbatch_token_cap, microbatches, shared_prefix_order
+from .logprobs import (
+    capacity_bytes,
+    memory_share,
+    microbatch_loss,
+    microbatch_token_cap,
+    microbatches,
+    shared_prefix_order,
+)
 from .models import BaseModel, SamplerWeights, TrainableModel, enable_grad_ckpt, set_threads
 from .runtime_api import Poll, RuntimeAPI, TrainConfig
 from .snapshots import SamplerSnapshots
@@ -162,8 +169,11 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
         cap = microbatch_token_cap(hf.config, next(hf.parameters()).element_size(), dev,
                                    self.max_tokens_per_microbatch, self.gradient_checkpointing)
         if cap < self.max_tokens_per_microbatch and cap != self._last_cap:
-            log.warning("forward_backward: micro-batches of at most %d tokens (max_tokens_per_microbatch %d): the "
-                        "memory available now fits no more", cap, self.max_tokens_per_microbatch)
+            log.warning("forward_backward: micro-batches of at most %d tokens (max_tokens_per_microbatch %d): %.1f GB "
+                        "of the device's %.1f GB fit no more (the split depends on the machine only, so runs "
+                        "reproduce; set LTS_MEMORY_BYTES where a container's limit is lower)", cap,
+                        self.max_tokens_per_microbatch, memory_share(dev) * capacity_bytes(dev) / 1e9,
+                        capacity_bytes(dev) / 1e9)
         self._last_cap = cap
         for n, mb in enumerate(microbatches(order, [len(d.tokens) for d in req.data], cap)):
             if n and between is not None:
@@ -187,7 +197,7 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
             counted += n_counted
             n_tokens += sum(len(d.tokens) for d in batch)
         metrics = {"loss:sum": total_loss, "num_tokens:sum": float(n_tokens)}
-        if req.loss_fn in ("ppo", "cispo"):
+        if req.loss_fn in losses.CLIPPED:
             metrics["clip_fraction:mean"] = clipped / max(counted, 1)
         return results, metrics  # type: ignore[return-value]
 
