@@ -116,6 +116,22 @@ def test_attention_choice():
         StaticQwen3.resolve_attention("flash", torch.device("cpu"), s)
 
 
+def test_a_float32_model_decodes_through_cublas():
+    """Issue 41: --dtype float32 on a GPU stopped at the first sample in the Triton GEMMs (bf16/fp16 operands only).
+    A float32 model now resolves 'auto' to the cuBLAS GEMMs and bmm attention (the CPU path's numerics), and an
+    explicit 'triton' GEMM with float32 is refused when the engine is built, not at the first sample. Planted: the
+    dtype ignored -> 'triton' on CUDA where Triton is installed -> fails."""
+    s = Qwen3Shape(vocab=64, hidden=32, layers=1, heads=4, kv_heads=2, head_dim=8, ffn=64, eps=1e-6, rope_theta=1e4)
+    cuda = torch.device("cuda")
+    assert StaticQwen3.resolve_gemm("auto", cuda, torch.float32) == "torch"
+    assert StaticQwen3.resolve_attention("auto", cuda, s, torch.float32) == "bmm"
+    if da.available():
+        assert StaticQwen3.resolve_gemm("auto", cuda, torch.bfloat16) == "triton"
+        assert StaticQwen3.resolve_attention("auto", cuda, s, torch.bfloat16) == "triton"
+    with pytest.raises(ValueError, match="bf16/fp16"):
+        StaticQwen3.resolve_gemm("triton", cuda, torch.float32)
+
+
 def test_training_kernels_choice():
     assert tk.resolve(None, "cpu") == "none" and tk.resolve("none", "cuda") == "none"
     assert tk.resolve("auto", "cuda") == ("liger" if tk._liger() is not None else "none")

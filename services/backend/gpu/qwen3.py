@@ -112,8 +112,8 @@ class StaticQwen3:
         self.qd, self.kd = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
         self.fuse_layers = bool(fuse_layers)  # decode: post_pre across layer boundaries (False: pre + post per layer)
         self.max_slots, self.max_context = int(max_slots), int(max_context)
-        self.attention = self.resolve_attention(attention, self.device, shape)
-        self.gemm = self.resolve_gemm(gemm, self.device)
+        self.attention = self.resolve_attention(attention, self.device, shape, dtype)
+        self.gemm = self.resolve_gemm(gemm, self.device, dtype)
         # the split-K decode GEMM (rows <= skinny_gemm.MAX_ROWS); the CPU tests swap in mm_reference
         self.skinny_mm = skinny_gemm.mm if self.gemm == "triton" else skinny_gemm.mm_reference
         # the split-GEMM layer's qk_rope / add_norm as decode_pieces' Triton kernels (gemm 'triton' only)
@@ -166,10 +166,12 @@ class StaticQwen3:
         self.compiled = False
 
     @staticmethod
-    def resolve_attention(attention: str, device: torch.device, shape: Qwen3Shape) -> str:
+    def resolve_attention(attention: str, device: torch.device, shape: Qwen3Shape,
+                          dtype: torch.dtype = torch.bfloat16) -> str:
         """Decode attention: 'triton' (split-K kernel reading each row to its own length, KV write
         fused: the fastest measured, docs/performance.md), 'bmm' (cuBLAS over the context bucket),
-        'sdpa'; 'auto' = triton on CUDA where Triton is installed and head_dim is a power of two, else bmm."""
+        'sdpa'; 'auto' = triton on CUDA where Triton is installed, head_dim is a power of two and the model is
+        bf16/fp16 (a float32 model decodes through bmm, as on the CPU), else bmm."""
         if attention not in ("auto", "triton", "bmm", "sdpa"):
             raise ValueError(f"attention must be auto, triton, bmm or sdpa, got {attention!r}")
         pow2 = shape.head_dim & (shape.head_dim - 1) == 0
@@ -178,20 +180,25 @@ class StaticQwen3:
                              f"(head_dim {shape.head_dim}, "
                              f"triton {'present' if decode_attention.available() else 'missing'})")
         if attention == "auto":
-            return "triton" if device.type == "cuda" and decode_attention.available() and pow2 else "bmm"
+            half = dtype in (torch.bfloat16, torch.float16)
+            return "triton" if device.type == "cuda" and decode_attention.available() and pow2 and half else "bmm"
         return attention
 
     @staticmethod
-    def resolve_gemm(gemm: str, device: torch.device) -> str:
+    def resolve_gemm(gemm: str, device: torch.device, dtype: torch.dtype = torch.bfloat16) -> str:
         """Decode GEMMs: 'torch' (cuBLAS inside the compiled pieces), 'triton' (skinny_gemm's split-K
         kernel for batches up to skinny_gemm.MAX_ROWS, the pieces between the GEMMs compiled), 'auto' =
-        triton on CUDA where Triton is installed, else torch."""
+        triton on CUDA where Triton is installed and the model is bf16/fp16 (the Triton GEMMs take half-precision
+        operands only: a float32 model, ``--dtype float32`` on a GPU, decodes through cuBLAS), else torch."""
         if gemm not in ("auto", "triton", "torch"):
             raise ValueError(f"gemm must be auto, triton or torch, got {gemm!r}")
+        half = dtype in (torch.bfloat16, torch.float16)
+        if gemm == "triton" and not half:
+            raise ValueError(f"gemm 'triton' takes bf16/fp16 models only, got {dtype} (use gemm 'torch' or 'auto')")
         if gemm == "triton" and not skinny_gemm.available():
             raise ValueError("gemm 'triton' needs the triton package")
         if gemm == "auto":
-            return "triton" if device.type == "cuda" and skinny_gemm.available() else "torch"
+            return "triton" if device.type == "cuda" and skinny_gemm.available() and half else "torch"
         return gemm
 
     # ------------------------------------------------------------------ fusable pieces
