@@ -29,9 +29,11 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(1, str(REPO / "bench"))
 from cookbook.mismatch import mismatch_stats  # noqa: E402
 from services.backend.codec import Datum, FwdBwdRequest  # noqa: E402
 from services.backend.runtime import Runtime, TrainConfig  # noqa: E402
+from services.backend import unembed  # noqa: E402
 from services.backend.sampler import SampleSpec  # noqa: E402
 
 FUNCS = ["absolute", "clamp", "mean", "median", "is_palindrome", "fizzbuzz", "flatten", "chunk", "dedupe",
@@ -50,7 +52,9 @@ def prompts(tokenizer, n: int) -> list[list[int]]:
     return out
 
 
-def measure(model: str, device: str, dtype: str, sampler: str, n: int, new: int, seed: int) -> dict:
+def measure(model: str, device: str, dtype: str, sampler: str, n: int, new: int, seed: int,
+            logits: str = "f32", timed: int = 0) -> dict:
+    unembed.ENABLED = logits == "f32"   # read when an engine is built and at every trainer forward
     with tempfile.TemporaryDirectory() as tmp:
         rt = Runtime([{"name": "m", "path": model}], Path(tmp), device=device, dtype=dtype, sampler=sampler,
                      merge_lora_sampling=False)
@@ -74,8 +78,28 @@ def measure(model: str, device: str, dtype: str, sampler: str, n: int, new: int,
                                                     [Datum(d.tokens, {k: v for k, v in d.inputs.items()
                                                                       if k != "logprobs"}) for d in datums]))
         stats = mismatch_stats([SimpleNamespace(loss_fn_inputs=d.inputs) for d in datums], outs, masks)
-        return {"sampler": sampler, "device": device, "dtype": dtype, "prompts": n, "sample_s": round(sample_s, 2),
-                **{k: v for k, v in stats.items() if k != "mismatch/staleness"}}
+        row = {"sampler": sampler, "device": device, "dtype": dtype, "logits": logits, "prompts": n,
+               "sample_s": round(sample_s, 2), **{k: v for k, v in stats.items() if k != "mismatch/staleness"}}
+        if timed:   # sampling throughput, warm (compiled, graphs captured): the best of ``timed`` passes
+            best = float("inf")
+            for _ in range(timed):
+                t0 = time.time()
+                res = rt.sample("m", None, [SampleSpec(p, 1, new, 1.0, seed=seed + 1000 + i) for i, p in enumerate(ps)])
+                best = min(best, time.time() - t0)
+            row["sample_tok_s"] = round(sum(len(r.sequences[0][0]) for r in res) / best, 1)
+        return row
+
+
+def random_model(shape: str, tokenizer: str, out: Path) -> str:
+    """A random-init model of a bench shape (bench_gpu_common.SHAPES: 4b, 0.6b) saved with ``tokenizer``'s files:
+    the kernels and sizes of a real model of that shape (its logprobs are a random model's)."""
+    import torch  # noqa: PLC0415
+    from transformers import AutoTokenizer  # noqa: PLC0415
+
+    from bench_gpu_common import make_model  # noqa: PLC0415
+    make_model(shape, device="cuda" if torch.cuda.is_available() else "cpu").save_pretrained(out)
+    AutoTokenizer.from_pretrained(tokenizer).save_pretrained(out)
+    return str(out)
 
 
 def main() -> int:
@@ -87,21 +111,35 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--logits", default="f32", help="comma-separated: f32 (the backend's unembedding: float32 logits "
+                    "out of the lm_head GEMM on both sides), bf16 (logits rounded to the model's dtype, the earlier "
+                    "path: LTS_LOGITS_F32=0)")
+    ap.add_argument("--timed", type=int, default=0, help="also time N warm sampling passes (sample_tok_s: the best)")
+    ap.add_argument("--shape", help="instead of --model: a random-init model of this bench shape (4b, 0.6b), saved "
+                    "with --tokenizer's tokenizer")
+    ap.add_argument("--tokenizer", help="the tokenizer directory for --shape")
     ap.add_argument("--json", help="append one JSON line per sampler here")
     a = ap.parse_args()
     rows = []
-    for s in a.samplers.split(","):
-        row = measure(a.model, a.device, a.dtype, s.strip(), a.prompts, a.new_tokens, a.seed)
-        rows.append(row)
-        if a.json:
-            with open(a.json, "a") as f:
-                f.write(json.dumps(row) + "\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        model = random_model(a.shape, a.tokenizer, Path(tmp) / a.shape) if a.shape else a.model
+        for s in a.samplers.split(","):
+            for lg in a.logits.split(","):
+                row = measure(model, a.device, a.dtype, s.strip(), a.prompts, a.new_tokens, a.seed, lg.strip(),
+                              a.timed)
+                rows.append(row | {"model": a.shape or Path(a.model).name})
+                print("RESULT " + json.dumps(rows[-1]), flush=True)
+                if a.json:
+                    with open(a.json, "a") as f:
+                        f.write(json.dumps(rows[-1]) + "\n")
     cols = ["mismatch/abs_diff_mean", "mismatch/abs_diff_p99", "mismatch/abs_diff_max",
             "mismatch/ratio_abs_dev_mean", "optim/kl_sample_train_v1", "optim/kl_sample_train_v2"]
     print(f"model {a.model}, {a.device} {a.dtype}, {a.prompts} prompts x {a.new_tokens} new tokens, temperature 1")
-    print(f"{'sampler':8} {'tokens':>7} " + " ".join(f"{c.split('/')[1]:>20}" for c in cols))
+    print(f"{'sampler':8} {'logits':6} {'tokens':>7} " + " ".join(f"{c.split('/')[1]:>20}" for c in cols)
+          + (f" {'sample tok/s':>12}" if a.timed else ""))
     for r in rows:
-        print(f"{r['sampler']:8} {r['mismatch/tokens']:>7} " + " ".join(f"{r[c]:>20.3g}" for c in cols))
+        print(f"{r['sampler']:8} {r['logits']:6} {r['mismatch/tokens']:>7} " + " ".join(f"{r[c]:>20.3g}" for c in cols)
+              + (f" {r['sample_tok_s']:>12}" if a.timed else ""))
     return 0
 
 

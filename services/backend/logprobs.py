@@ -13,6 +13,7 @@ from transformers import DynamicCache
 from . import losses, sampler
 from .codec import Datum
 from .gpu.logprobs import bf16_lora, fused_token_logprobs
+from .unembed import head_logits, linear_f32
 
 # Full-vocabulary logits are never materialised for a whole micro-batch (issue 37: 8,192 tokens x 151,669
 # x 4 B = 5 GB per copy, log-softmax and gradient copies beside it): lm_head + float32 log-softmax run per
@@ -89,7 +90,7 @@ def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tens
             pref[r] = int(same_t.long().cumprod(0).sum())
 
     def chunk(hs: torch.Tensor, ts: torch.Tensor) -> torch.Tensor:
-        lg = head(hs).float()
+        lg = head_logits(head, hs)
         return lg.gather(-1, ts[:, None])[:, 0] - torch.logsumexp(lg, dim=-1)
 
     with torch.no_grad():
@@ -99,7 +100,7 @@ def _active_logprobs(module: torch.nn.Module, ids: torch.Tensor, tgt: torch.Tens
             out = []
             for s in range(0, len(idx), chunk_tokens):
                 i = idx[s: s + chunk_tokens]
-                lg = torch.nn.functional.linear(h.index_select(0, i), w, bias).float()
+                lg = linear_f32(h.index_select(0, i), w, bias)
                 out.append(lg.gather(-1, t.index_select(0, i)[:, None])[:, 0] - torch.logsumexp(lg, dim=-1))
             return torch.cat(out) if out else h.new_zeros(0, dtype=torch.float32)
 

@@ -18,6 +18,8 @@ from typing import Iterator
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from ..unembed import head_logits
+
 # peft keeps LoRA adapters in float32 and casts every adapted layer's input to float32, so on a bf16
 # model each LoRA branch runs float32 GEMMs (no tensor cores) plus casts and float32 adds of the full
 # layer output (the [tokens, 151936] lm_head output too): 55 % of a 0.6B LoRA training step's GPU time
@@ -47,7 +49,7 @@ def _hf_causal_lm(module: torch.nn.Module) -> torch.nn.Module:
 
 
 def chunk_logprobs(lm_head: torch.nn.Module, h: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-    logits = lm_head(h).float()
+    logits = head_logits(lm_head, h)   # float32 out of the GEMM (services/backend/unembed.py)
     return logits.gather(-1, tgt[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
 
 

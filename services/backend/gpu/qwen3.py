@@ -38,6 +38,8 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
+from .. import unembed
+from ..unembed import linear_f32
 from . import decode_attention, decode_pieces, skinny_gemm
 
 FAMILIES = ("qwen3", "llama")   # HF model_type values the engine serves
@@ -162,6 +164,10 @@ class StaticQwen3:
         self.ar_slots = torch.arange(S, device=dev)
         self.ar_ctx = torch.arange(T, device=dev)
         self._bmm_f32 = self._probe_bmm_out_dtype()
+        # logits in float32 out of the lm_head GEMM, as the trainer's (issue 41: bf16-rounded logits were most of the
+        # sampler/trainer gap); needs torch.mm(out_dtype=) on CUDA, which the bmm probe stands for
+        self.f32_logits = (unembed.ENABLED and dtype in (torch.bfloat16, torch.float16)
+                           and (self._bmm_f32 or dev.type != "cuda"))
         self._build_pieces()
         self.compiled = False
 
@@ -262,8 +268,11 @@ class StaticQwen3:
             p = torch.softmax(sc.float().view(b, Hkv, -1, ctx) * scale + bias, dim=-1).to(dt)
             return p.view(sc.shape)
 
-        def head(x, norm, lm_head):
-            return F.linear(rms_norm(x, norm, eps), lm_head)
+        f32_head = self.f32_logits
+
+        def head(x, norm, lm_head):   # with f32_logits: the normed hidden states (``logits_of`` applies lm_head)
+            h = rms_norm(x, norm, eps)
+            return h if f32_head else F.linear(h, lm_head)
 
         # The split-GEMM decode layer (gemm 'triton'): the GEMMs run between these pieces, each of which
         # takes a GEMM's result (float32 split-K partials [split, N, out] or [N, out]) and sums it while
@@ -383,7 +392,13 @@ class StaticQwen3:
         return rms_norm(x, self.norm, s.eps).view(n, P, -1)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return F.linear(hidden, self.lm_head)
+        """float32 logits of normed hidden states (a half-precision GEMM writing float32 where f32_logits: the
+        trainer's unembedding too, services/backend/unembed.py)."""
+        return linear_f32(hidden, self.lm_head) if self.f32_logits else F.linear(hidden, self.lm_head)
+
+    def logits_of(self, y: torch.Tensor) -> torch.Tensor:
+        """What a decode path's head piece returned -> logits (it returns the normed hidden states with f32_logits)."""
+        return self.logits(y) if self.f32_logits else y
 
     @torch.no_grad()
     def copy_prefix(self, src: int, dst: torch.Tensor, length: int) -> None:
@@ -432,6 +447,8 @@ class StaticQwen3:
             x, h = add_norm(x, mm(o.reshape(b, self.qd), self.w_o[l]), self.ln2[l])
             a = silu(h, self.w_gu[l]) if silu is not None else self.silu_mul(mm(h, self.w_gu[l]))
             x, h = add_norm(x, mm(a, self.w_down[l]), self.ln1[l + 1] if l + 1 < s.layers else self.norm)
+        if self.f32_logits:
+            return self.logits(h)
         return skinny_gemm.reduce(mm(h, self.lm_head), self.dtype)
 
     def _decode_mid(self, x: torch.Tensor, pos: torch.Tensor, ctx: int, cos: torch.Tensor,
@@ -449,7 +466,7 @@ class StaticQwen3:
                 break
             x, q, k, v = self.mlp_out_pre(x, a, self.w_down[l], self.ln1[l + 1], self.w_qkv[l + 1], self.qn[l + 1],
                                           self.kn[l + 1], cos, sin)
-        return self.mlp_out_head(x, a, self.w_down[L - 1], self.norm, self.lm_head)
+        return self.logits_of(self.mlp_out_head(x, a, self.w_down[L - 1], self.norm, self.lm_head))
 
     @torch.no_grad()
     def decode(self, tok: torch.Tensor, pos: torch.Tensor, ctx: int) -> torch.Tensor:
@@ -493,5 +510,5 @@ class StaticQwen3:
                 x = self.post(x, o, *mlp)
                 q, k, v = self.pre(x, *pre_w(l + 1), cos, sin)
         if self.fuse_layers:
-            return self.post_head(x, o, *mlp, self.norm, self.lm_head)
-        return self.head(self.post(x, o, *mlp), self.norm, self.lm_head)
+            return self.logits_of(self.post_head(x, o, *mlp, self.norm, self.lm_head))
+        return self.logits_of(self.head(self.post(x, o, *mlp), self.norm, self.lm_head))

@@ -1,0 +1,74 @@
+"""The unembedding (lm_head) in float32 output: the one place where both the trainer's logprobs and the static
+engine's sampling logprobs get their logits (issue 41 item 3).
+
+A bf16 model's logits rounded to bf16 before the log-softmax carry an error of up to half a bf16 ulp of the logit
+(2^-9 relative: 0.03 at a logit of 16), a different one on each side wherever the two sides' hidden states differ by
+a rounding, and that was most of the 0.04-nat sampler/trainer gap measured on an H100 (docs/performance.md). Here the
+GEMM reads the bf16 hidden states and weights as they are and writes float32 (cuBLAS, float32 accumulation either
+way): no extra weight copy, the same bandwidth, only the [N, V] output twice as wide.
+
+``LTS_LOGITS_F32=0`` restores the bf16 logits (bench/bench_numerics.py's baseline); float32 models are unaffected.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+
+ENABLED = os.environ.get("LTS_LOGITS_F32", "1") != "0"
+
+
+def _mm_f32(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """h [N, H] @ w[V, H]^T -> float32 [N, V], no autograd."""
+    if h.is_cuda:
+        return torch.mm(h, w.t(), out_dtype=torch.float32)
+    return F.linear(h.float(), w.float())   # a bf16 model on the CPU (rare): exact products, float32 sums
+
+
+class _LinearF32(torch.autograd.Function):
+    """y = h w^T in float32 from half-precision h, w; the backward casts the float32 gradient to their dtype,
+    as autocast's bf16 linear followed by ``.float()`` would."""
+
+    @staticmethod
+    def forward(ctx, h, w):
+        ctx.save_for_backward(h, w)
+        return _mm_f32(h, w)
+
+    @staticmethod
+    def backward(ctx, g):
+        h, w = ctx.saved_tensors
+        g = g.to(h.dtype)
+        gh = g @ w if ctx.needs_input_grad[0] else None
+        gw = g.t() @ h if ctx.needs_input_grad[1] else None
+        return gh, gw
+
+
+def linear_f32(h: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """float32 logits of ``h`` [..., H] under ``w`` [V, H] (+ ``bias``): half-precision operands are read as they are
+    and the output is float32; a float32 model (or LTS_LOGITS_F32=0) takes the plain linear (then ``.float()``)."""
+    half = h.dtype in (torch.bfloat16, torch.float16) and w.dtype == h.dtype
+    if not (ENABLED and half):
+        return F.linear(h, w.to(h.dtype), None if bias is None else bias.to(h.dtype)).float()
+    shape = h.shape
+    y = _LinearF32.apply(h.reshape(-1, shape[-1]), w).view(*shape[:-1], w.shape[0])
+    return y if bias is None else y + bias.float()
+
+
+def head_logits(head: torch.nn.Module, h: torch.Tensor) -> torch.Tensor:
+    """float32 logits through an lm_head module (a Linear, or a peft LoRA layer wrapping one: its active adapters'
+    low-rank terms added in float32, with their gradients)."""
+    if not ENABLED:
+        return head(h).float()
+    base = getattr(head, "base_layer", None)
+    if base is None:
+        return linear_f32(h.to(head.weight.dtype), head.weight, head.bias)
+    y = linear_f32(h.to(base.weight.dtype), base.weight, base.bias)
+    if getattr(head, "disable_adapters", False) or getattr(head, "merged", False):
+        return y
+    for name in getattr(head, "active_adapters", []):
+        if name in getattr(head, "lora_A", {}):
+            a, b = head.lora_A[name], head.lora_B[name]
+            y = y + (b(a(h.to(a.weight.dtype))) * head.scaling[name]).float()
+    return y

@@ -1,0 +1,73 @@
+"""The float32 unembedding both sides of an RL step take their logits from (services/backend/unembed.py, issue 41).
+
+On bf16 operands its logits equal a float64 product of the same bf16 values to float32 precision, where a bf16 linear
+rounds them to 2^-9 relative (planted: LTS_LOGITS_F32=0's path -> the error is thousands of times larger -> fails);
+its gradients are the bf16 linear's; a peft LoRA lm_head keeps its adapter's term and gradient."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from services.backend import unembed
+from services.backend.unembed import head_logits, linear_f32
+
+
+def _operands(seed: int = 0, n: int = 16, h: int = 64, v: int = 512):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(n, h, generator=g) * 2).bfloat16().requires_grad_()
+    w = (torch.randn(v, h, generator=g) * 0.5).bfloat16().requires_grad_()
+    return x, w
+
+
+def test_bf16_logits_come_out_at_float32_precision():
+    x, w = _operands()
+    ref = x.double() @ w.double().t()
+    y = linear_f32(x, w)
+    assert y.dtype == torch.float32
+    err = (y.double() - ref).abs().max().item()
+    rounded = (F.linear(x, w).double() - ref).abs().max().item()   # the bf16 logits the backend had before
+    print(f"max |logit error|: float32 out {err:.2e}, bf16 out {rounded:.2e}")
+    assert err < 1e-4 * ref.abs().max().item() and rounded > 100 * err
+
+
+def test_disabled_gives_the_bf16_logits(monkeypatch):
+    x, w = _operands(1)
+    monkeypatch.setattr(unembed, "ENABLED", False)
+    assert torch.equal(linear_f32(x, w), F.linear(x, w).float())
+
+
+def test_gradients_match_the_bf16_linear():
+    x, w = _operands(2)
+    g = torch.randn(x.shape[0], w.shape[0])
+    linear_f32(x, w).backward(g)
+    gx, gw = x.grad.clone(), w.grad.clone()
+    x.grad = w.grad = None
+    F.linear(x, w).float().backward(g)
+    assert gx.dtype == x.dtype and gw.dtype == w.dtype
+    torch.testing.assert_close(gx.float(), x.grad.float(), rtol=2e-2, atol=1e-2)
+    torch.testing.assert_close(gw.float(), w.grad.float(), rtol=2e-2, atol=1e-2)
+
+
+def test_float32_models_are_unchanged():
+    x, w = _operands(3)
+    x32, w32 = x.detach().float(), w.detach().float()
+    assert torch.equal(linear_f32(x32, w32), F.linear(x32, w32))
+
+
+def test_a_lora_lm_head_keeps_its_adapter():
+    peft = pytest.importorskip("peft")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential()
+    model.add_module("lm_head", torch.nn.Linear(64, 512, bias=False, dtype=torch.bfloat16))
+    lm = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["lm_head"]))
+    head = lm.base_model.model.lm_head
+    torch.nn.init.normal_(head.lora_B["default"].weight, std=0.1)   # a trained adapter (B != 0)
+    x, _ = _operands(4)
+    x = x.detach()
+    y = head_logits(head, x)
+    ref = head(x.float().to(torch.bfloat16)).float()
+    torch.testing.assert_close(y, ref, rtol=2e-2, atol=5e-2)
+    y.sum().backward()
+    assert head.lora_B["default"].weight.grad is not None and head.lora_B["default"].weight.grad.abs().sum() > 0
