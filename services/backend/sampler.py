@@ -21,7 +21,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from . import unembed
 from .hf_decode import GrowingCache, use_gqa_decode
+from .unembed import head_logits
 
 
 @dataclass
@@ -219,19 +221,26 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
     kw = dict(attention_mask=mask if padded else None, position_ids=pos if padded else None, past_key_values=cache,
               use_cache=True)
     hf = module.get_base_model() if hasattr(module, "get_base_model") else module
+    # a half-precision model's logits in float32 out of the lm_head GEMM, as the trainer's (services/backend/unembed.py)
+    f32_head = (unembed.ENABLED and hasattr(hf, "model") and hasattr(hf, "lm_head")
+                and next(hf.parameters()).dtype in (torch.bfloat16, torch.float16))
     rows_per, q_chunk = _prefill_plan(len(prompts), L, S, hf.config, device)
     if (rows_per < len(prompts) or q_chunk < L) and hasattr(hf, "model") and hasattr(hf, "lm_head"):
         # the prefill's attention in pieces (rows x query positions) within PREFILL_ATTENTION_BYTES
         cache, hidden = _prefill_in_pieces(hf, ids, mask, pos, cache, S, rows_per, q_chunk, need_all_logits)
         head = hf.lm_head
-        last = head(hidden[:, -1, :]).float()
+        last = head_logits(head, hidden[:, -1, :])
     elif need_all_logits and CHUNKED_PROMPT_LOGPROBS and hasattr(hf, "model") and hasattr(hf, "lm_head"):
         # prompt logprobs (compute_logprobs, a KL reference): the final hidden states, and lm_head + log-softmax per
         # chunk of positions, never [rows, L, vocab] logits at once (an 11k-token prompt x 151,669 x 4 B = 6.7 GB
         # per copy; bench/bench_memory.py --routes prompt. Not the quick start's 7 GB prefill peak: docs/security.md)
         hidden = hf.model(input_ids=ids, **kw).last_hidden_state
         head = hf.lm_head
-        last = head(hidden[:, -1, :]).float()
+        last = head_logits(head, hidden[:, -1, :])
+    elif f32_head and not need_all_logits:
+        hidden = hf.model(input_ids=ids, **kw).last_hidden_state[:, -1:, :]
+        head = hf.lm_head
+        last = head_logits(head, hidden[:, -1, :])
     else:
         out = module(input_ids=ids, logits_to_keep=0 if need_all_logits else 1, **kw)
         hidden, head = out.logits, None    # the logits themselves (a model without .model / .lm_head)
@@ -253,7 +262,7 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
             tgt_all = torch.tensor(s.prompt[1:], device=hidden.device, dtype=torch.long)
             for c in range(0, P - 1, chunk):
                 lg = rows_h[c: c + chunk]
-                lg = (head(lg) if head is not None else lg).float()
+                lg = head_logits(head, lg) if head is not None else lg.float()
                 lsm = torch.log_softmax(lg, -1)
                 if s.prompt_logprobs:
                     pl[1 + c: 1 + c + len(lg)] = lsm.gather(-1, tgt_all[c: c + chunk, None])[:, 0].cpu().numpy()
@@ -328,10 +337,12 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
             active = [active[b] for b in keep]
         if padded:
             mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
-        out = module(input_ids=new_tokens.view(-1, 1).to(device), attention_mask=mask if padded else None,
-                     position_ids=next_pos.view(-1, 1) if padded else None, past_key_values=cache, use_cache=True,
-                     logits_to_keep=1)
-        cur_logits = out.logits[:, -1, :].float()
+        step_kw = dict(input_ids=new_tokens.view(-1, 1).to(device), attention_mask=mask if padded else None,
+                       position_ids=next_pos.view(-1, 1) if padded else None, past_key_values=cache, use_cache=True)
+        if f32_head:   # the trainer's unembedding: float32 logits out of the lm_head GEMM (services/backend/unembed.py)
+            cur_logits = head_logits(hf.lm_head, hf.model(**step_kw).last_hidden_state[:, -1, :])
+        else:
+            cur_logits = module(**step_kw, logits_to_keep=1).logits[:, -1, :].float()
         next_pos = next_pos + 1
 
     for row in rows:

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 ENABLED = os.environ.get("LTS_LOGITS_F32", "1") != "0"
+HALF = (torch.bfloat16, torch.float16)
 
 
 def _mm_f32(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -48,7 +49,7 @@ class _LinearF32(torch.autograd.Function):
 def linear_f32(h: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """float32 logits of ``h`` [..., H] under ``w`` [V, H] (+ ``bias``): half-precision operands are read as they are
     and the output is float32; a float32 model (or LTS_LOGITS_F32=0) takes the plain linear (then ``.float()``)."""
-    half = h.dtype in (torch.bfloat16, torch.float16) and w.dtype == h.dtype
+    half = h.dtype in HALF and w.dtype == h.dtype
     if not (ENABLED and half):
         return F.linear(h, w.to(h.dtype), None if bias is None else bias.to(h.dtype)).float()
     shape = h.shape
@@ -59,9 +60,9 @@ def linear_f32(h: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = Non
 def head_logits(head: torch.nn.Module, h: torch.Tensor) -> torch.Tensor:
     """float32 logits through an lm_head module (a Linear, or a peft LoRA layer wrapping one: its active adapters'
     low-rank terms added in float32, with their gradients)."""
-    if not ENABLED:
-        return head(h).float()
     base = getattr(head, "base_layer", None)
+    if not ENABLED or (base or head).weight.dtype not in HALF:   # a float32 model: the module itself, as before
+        return head(h).float()
     if base is None:
         return linear_f32(h.to(head.weight.dtype), head.weight, head.bias)
     y = linear_f32(h.to(base.weight.dtype), base.weight, base.bias)
