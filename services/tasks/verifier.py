@@ -25,7 +25,10 @@ A verifier whose network is the manager's mirror (``network="registry"``, servic
 may not get what it needs (an upstream file not in the mirror, the registry down): the mirror
 lists each such request in ``/.lts-net/misses.log``. Then the run is an **infrastructure
 failure**: ``infra=True``, ``error="VerifierInfraError"``, whatever test.sh wrote; callers retry
-it or drop it (cookbook.rollout), never train on it as a reward of 0.
+it or drop it (cookbook.rollout), never train on it as a reward of 0. So is a verifier that could not
+run its own toolchain: test.sh exiting 126 / 127 (a command not found or not executable: ``uv run
+parser.py`` without uv, a missing interpreter), or a test.sh whose task files promise
+``report.json`` (its parser writes one) ending without it (the parser never ran or crashed).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ VERIFIER_DIR = "/logs/verifier"
 MIRROR_MISSES = "/.lts-net/misses.log"   # services.sandbox.mirror (registry sandboxes only)
 TESTS_DIR = "/tests"
 SANDBOX_GRACE_S = 30.0  # extra time we give the sandbox itself before calling it hung
+TOOL_MISSING_EXIT = {126: "not executable", 127: "not found"}   # bash's codes for a command that cannot run
 
 
 @dataclass
@@ -125,6 +129,24 @@ def failed_tests_of(report: Any) -> dict[str, str]:
     return out
 
 
+def promises_report(task: Task) -> bool:
+    """test.sh or a script beside it that test.sh runs (a parser, grade.py) writes ``report.json``: its
+    absence means the grading toolchain did not run, not that the patch failed."""
+    test_sh = (task.tests_dir / "test.sh").read_text(errors="replace")
+    for p in task.tests_dir.iterdir():
+        if p.is_file() and (p.name == "test.sh" or p.suffix in (".sh", ".py") and p.name in test_sh) \
+                and "report.json" in p.read_text(errors="replace"):
+            return True
+    return False
+
+
+def _tool_line(output: str) -> str:
+    """The shell's complaint about the command that could not run (last such line of the log)."""
+    lines = [ln.strip() for ln in output.splitlines()
+             if "not found" in ln or "No such file" in ln or "Permission denied" in ln]
+    return f": {lines[-1][-300:]}" if lines else ""
+
+
 async def _exists(sandbox: Sandbox, path: str) -> bool:
     r = await sandbox.run(f"test -f {shlex.quote(path)}", timeout=30, cwd="/")
     return r.exit_code == 0
@@ -188,6 +210,12 @@ async def _verify(sandbox: Sandbox, task: Task, t_limit: float, host_env: dict[s
         result.reason = f"test.sh did not finish within {t_limit:g}s (verifier timeout)"
         return result
 
+    if res.exit_code in TOOL_MISSING_EXIT:   # the grading toolchain could not run: not a reward
+        result.error, result.infra = "VerifierInfraError", True
+        result.reason = (f"test.sh exited {res.exit_code}: a command of the grading toolchain was "
+                         f"{TOOL_MISSING_EXIT[res.exit_code]}{_tool_line(result.output_tail)}")
+        return result
+
     report_path = f"{VERIFIER_DIR}/report.json"
     if await _exists(sandbox, report_path):
         try:
@@ -195,6 +223,11 @@ async def _verify(sandbox: Sandbox, task: Task, t_limit: float, host_env: dict[s
             result.failed_tests = failed_tests_of(result.report)
         except (json.JSONDecodeError, ValueError):
             result.report = None
+    elif promises_report(task):
+        result.error, result.infra = "VerifierInfraError", True
+        result.reason = (f"test.sh exited {res.exit_code} without the {report_path} its parser writes: the "
+                         f"grading toolchain did not run{_tool_line(result.output_tail)}")
+        return result
 
     has_json = await _exists(sandbox, f"{VERIFIER_DIR}/reward.json")
     has_txt = await _exists(sandbox, f"{VERIFIER_DIR}/reward.txt")

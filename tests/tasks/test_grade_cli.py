@@ -183,3 +183,44 @@ def test_patch_round_trip_is_binary_safe_with_new_deleted_modes_and_symlinks(tmp
         assert not (fw / "__pycache__").exists() and b"__pycache__" not in ex.patch
     finally:
         run(fresh.close())
+
+
+def test_a_verifier_that_cannot_run_its_own_tool_is_an_infra_failure(tmp_path):
+    """Exit 127 of the grading toolchain (`uv run parser.py` without uv), a missing interpreter, a parser
+    that never wrote the report its test.sh promises: infrastructure failures (retried, never a 0), even
+    when test.sh then writes reward 0 (the published SWE-bench test.sh does). Issue 43 item 1."""
+
+    task_dir = copy_micro(tmp_path)
+    tests = task_dir / "tests"
+    (tests / "parser.py").write_text("import lts_no_such_module  # writes /logs/verifier/report.json\n")
+    scripts = {
+        "no-tool": "set -o pipefail\nlts-no-such-uv run parser.py | tee /dev/null\nrc=$?\n"
+                   "[ $rc -eq 0 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
+                   "exit $rc\n",
+        "no-interpreter": "/no/such/python3 /tests/grade.py --out /logs/verifier\n",
+        "no-report": "python3 /tests/parser.py\nrc=$?\n"
+                     "[ $rc -eq 0 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
+                     "exit $rc\n",
+        "real-zero": "echo '{\"resolved\": false}' > /logs/verifier/report.json\necho 0 > /logs/verifier/reward.txt\n"
+                     "exit 1\n",
+    }
+    results = {}
+    for name, body in scripts.items():
+        (tests / "test.sh").write_text("#!/bin/bash\nmkdir -p /logs/verifier\ncd /tests\n" + body)
+        task = load_task(task_dir)
+
+        async def go(task):
+            sb = await HostSandbox.create(base_dir=task_dir / "environment" / "repo")
+            try:
+                return await verify(sb, task)
+            finally:
+                await sb.close()
+        results[name] = run(go(task))
+    for name in ("no-tool", "no-interpreter", "no-report"):
+        r = results[name]
+        assert r.infra and r.error == "VerifierInfraError" and r.reward == 0.0, (name, r)
+    assert "127" in results["no-tool"].reason and "lts-no-such-uv" in results["no-tool"].reason
+    assert "/no/such/python3" in results["no-interpreter"].reason
+    assert "report.json" in results["no-report"].reason
+    assert not results["real-zero"].infra and results["real-zero"].reward == 0.0, results["real-zero"]
+
