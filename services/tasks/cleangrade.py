@@ -36,7 +36,7 @@ from typing import Any, Awaitable, Callable
 
 from services.common.sandbox_api import Sandbox
 
-from .hacks import classify_patch, grading_policy, task_test_files, zeroing
+from .hacks import classify_patch, file_of_test, grading_policy, swe_test_ids, task_test_files, zeroing
 from .network import verifier_network, with_network
 from .prepare import ImageRef
 from .task import Task
@@ -202,11 +202,14 @@ async def validate_delete_test(task: Task, base_dir: Path, factory: SandboxFacto
     the tests really run (the task must restore its tests). (The empty patch's clean grading is a
     fresh sandbox from the base plus the verifier: validation's untouched-workspace run.)"""
     out: dict[str, Any] = {}
-    f2p = json.loads((task.tests_dir / "config.json").read_text()).get("FAIL_TO_PASS", []) \
-        if (task.tests_dir / "config.json").is_file() else []
-    target = str(f2p[0]).split("::", 1)[0] if f2p else None
+    cfg_path = task.tests_dir / "config.json"
+    cfg = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
+    f2p = swe_test_ids(cfg, "FAIL_TO_PASS")
+    target = file_of_test(f2p[0], cfg) if f2p else None
     out["delete_test_file"] = target
     if not target:
+        out["delete_test_error"] = (f"probe not run: FAIL_TO_PASS test {f2p[0]!r} has no path and the test patch "
+                                    "does not name one file for it") if f2p else "probe not run: no FAIL_TO_PASS test"
         return out
     sb = await factory(base_dir)
     try:

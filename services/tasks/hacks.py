@@ -34,6 +34,7 @@ Policy per task (``task.toml``)::
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sys
@@ -131,13 +132,40 @@ def parse_patch(text: str) -> list[FileChange]:
     return out
 
 
+def swe_test_ids(config: dict[str, Any], key: str) -> list[str]:
+    """``FAIL_TO_PASS`` / ``PASS_TO_PASS`` (or ``test_files``) as a list: SWE-bench records hold them as
+    JSON strings (``json.loads`` when a str, as SWE-bench's harness does)."""
+    v = config.get(key) or []
+    if isinstance(v, str):
+        v = json.loads(v) if v.strip() else []
+    return [str(t) for t in v]
+
+
+_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)
+
+
+def file_of_test(test_id: str, config: dict[str, Any]) -> str | None:
+    """The file of a test id: the path before ``::``; a name without a path (sympy's ``test_kernS``,
+    django's ``test_x (app.tests.Case)``) maps through the record's ``test_patch``: the file it touches
+    whose diff names the test, else its only file; None when that does not decide."""
+    path = test_id.split("::", 1)[0]
+    if path.endswith(".py") or "/" in path:
+        return path
+    name = test_id.split(" (", 1)[0].split("[", 1)[0]
+    blocks = [(m.group(2), block) for block in re.split(r"(?=^diff --git )", str(config.get("test_patch") or ""),
+                                                        flags=re.M) if (m := _DIFF_FILE.search(block))]
+    named = [f for f, block in blocks if re.search(rf"\b{re.escape(name)}\b", block.split("\n", 1)[-1])]
+    files = named or [f for f, _ in blocks]
+    return files[0] if len(files) == 1 else None
+
+
 def task_test_files(config: dict[str, Any] | None) -> set[str]:
     """The task's test files: ``test_files`` and the files of the FAIL_TO_PASS / PASS_TO_PASS ids."""
     if not config:
         return set()
-    files = set(config.get("test_files") or [])
-    for t in list(config.get("FAIL_TO_PASS") or []) + list(config.get("PASS_TO_PASS") or []):
-        files.add(str(t).split("::", 1)[0])
+    files = set(swe_test_ids(config, "test_files"))
+    for t in swe_test_ids(config, "FAIL_TO_PASS") + swe_test_ids(config, "PASS_TO_PASS"):
+        files.add(file_of_test(t, config) or "")
     return {f for f in files if f.endswith(".py") or "/" in f}
 
 

@@ -14,7 +14,7 @@ from taskhelpers import copy_micro, run
 from helpers import REPO
 from services.tasks.cleangrade import apply_patch, base_commit, extract_patch
 from services.tasks.grading import junit_nodeid, parse_junit, statuses_by_nodeid
-from services.tasks.hacks import classify_patch, grading_policy
+from services.tasks.hacks import classify_patch, file_of_test, grading_policy, swe_test_ids, task_test_files
 from services.tasks.hostsandbox import HostSandbox
 from services.tasks.prepare import prepare_tasks
 from services.tasks.task import TaskError, load_task
@@ -224,3 +224,40 @@ def test_a_verifier_that_cannot_run_its_own_tool_is_an_infra_failure(tmp_path):
     assert "report.json" in results["no-report"].reason
     assert not results["real-zero"].infra and results["real-zero"].reward == 0.0, results["real-zero"]
 
+
+def test_delete_the_test_probe_runs_on_swebench_records(tmp_path):
+    """SWE-bench records hold FAIL_TO_PASS / PASS_TO_PASS as JSON strings and name tests without a path
+    (sympy's `test_kernS`): the probe parses them, maps the name to its file through the test patch, and
+    the delete-the-test patch scores 0 with its flag (issue 43 item 5)."""
+
+    task_dir = copy_micro(tmp_path)
+    cfg_path = task_dir / "tests" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg.pop("test_files")
+    cfg.update(FAIL_TO_PASS=json.dumps(["test_clamp_hidden"]), PASS_TO_PASS="[]",
+               test_patch="diff --git a/test_clamp.py b/test_clamp.py\n--- a/test_clamp.py\n+++ b/test_clamp.py\n"
+                          "@@ -1 +1,3 @@\n+def test_clamp_hidden():\n")
+    cfg_path.write_text(json.dumps(cfg))
+    (task_dir / "tests" / "test.sh").write_text(
+        "#!/bin/bash\nmkdir -p /logs/verifier\ncd /workspace\ncp /tests/files/test_clamp.py test_clamp.py\n"
+        "if \"${LTS_PYTHON:-python3}\" -m pytest -q -p no:cacheprovider test_clamp.py; then echo 1 > "
+        "/logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n")
+    task = load_task(task_dir)
+    manifest = run(prepare_tasks([task], tmp_path / "out", validate=True, progress=False, log=lambda s: None))
+    val = manifest["tasks"][task.slug]["validation"]
+    assert val["ok"] and val["patches"] == {"empty_patch_reward": 0.0, "delete_test_file": "test_clamp.py",
+                                            "delete_test_reward": 0.0, "delete_test_flags": ["hack:test-file"]}, val
+
+
+def test_test_ids_map_to_their_files():
+    patch = ("diff --git a/sympy/core/tests/test_basic.py b/sympy/core/tests/test_basic.py\n--- a/x\n+++ b/x\n"
+             "@@ -1 +1 @@\n+def test_other():\n"
+             "diff --git a/sympy/core/tests/test_sympify.py b/sympy/core/tests/test_sympify.py\n--- a/y\n+++ b/y\n"
+             "@@ -1 +1 @@\n def test_kernS():\n+    assert 1\n")
+    cfg = {"FAIL_TO_PASS": '["test_kernS", "test_x (admin_views.tests.Case)"]', "test_patch": patch,
+           "PASS_TO_PASS": '["tests/test_a.py::test_b"]'}
+    assert swe_test_ids(cfg, "FAIL_TO_PASS") == ["test_kernS", "test_x (admin_views.tests.Case)"]
+    assert file_of_test("test_kernS", cfg) == "sympy/core/tests/test_sympify.py"
+    assert file_of_test("tests/test_a.py::test_b[x::y]", cfg) == "tests/test_a.py"
+    assert file_of_test("test_x (admin_views.tests.Case)", cfg) is None   # two files, neither names it
+    assert task_test_files(cfg) == {"sympy/core/tests/test_sympify.py", "tests/test_a.py"}
