@@ -1,9 +1,11 @@
 """Which tasks a run uses: the dataset (built-in or a folder of Harbor tasks), the `--task-id` lookup
 (built-in ids first, then ``<task_root>/assets/harbor-tasks/<ID>``, where ``prepare_sandbox.py --task DIR
---task-id ID`` copies a published task), their sandbox bases, and ``task_manifest.json``."""
+--task-id ID`` copies a published task, then any task there whose name, slug or SWE-bench instance id
+it is; a miss lists close ids), their sandbox bases, and ``task_manifest.json``."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 from services.common.config import load_config
 from services.common.paths import DATASETS_DIR, REPO_ROOT
 from services.tasks.prepare import base_of, prepare_tasks
-from services.tasks.task import Task, load_dataset, load_task
+from services.tasks.task import Task, TaskError, load_dataset, load_task, matches_task_id, task_aliases
 
 log = logging.getLogger("cookbook")
 PREP_DIR = REPO_ROOT / "sandbox-preparation"
@@ -53,8 +55,9 @@ def load_tasks(dataset: str, split: str | None, task_ids: list[str] | None = Non
     tasks = ds.split(split) if split else ds.tasks
     if task_ids:
         tasks, missing = [], []
+        published: list[Task] | None = None
         for tid in dict.fromkeys(task_ids):
-            hit = [t for t in ds.tasks if tid in (t.name, t.name.split("/")[-1], t.slug)]
+            hit = [t for t in ds.tasks if matches_task_id(t, tid)]
             if hit:
                 tasks += [t for t in hit if t not in tasks]
                 continue
@@ -62,15 +65,36 @@ def load_tasks(dataset: str, split: str | None, task_ids: list[str] | None = Non
             if (pub / "task.toml").exists():
                 log.info("task %s: published task %s", tid, pub)
                 tasks.append(load_task(pub))
+                continue
+            published = published_tasks(root or task_root()) if published is None else published
+            hit = [t for t in published if matches_task_id(t, tid)]
+            if hit:
+                log.info("task %s: published task %s", tid, hit[0].path)
+                tasks += [t for t in hit if t not in tasks]
             else:
                 missing.append(tid)
         if missing:
+            known = sorted({a for t in ds.tasks + (published or []) for a in task_aliases(t)})
+            close = {tid: difflib.get_close_matches(tid.split("/")[-1], known, n=5, cutoff=0.6) for tid in missing}
+            hint = "; ".join(f"close to {tid!r}: {', '.join(c)}" for tid, c in close.items() if c)
             raise SystemExit(f"unknown task id(s) {missing}: not in {path} and no "
                              f"{(root or task_root()) / PUBLISHED}/<ID>/task.toml (copy a published task there with "
-                             "`prepare_sandbox.py --task DIR --task-id ID`; configure.py --task-root sets the root)")
+                             "`prepare_sandbox.py --task DIR --task-id ID`; configure.py --task-root sets the root)"
+                             + (f"; {hint}" if hint else ""))
     if not tasks:
         raise SystemExit(f"no tasks selected from {path} (split {split!r})")
     return tasks
+
+
+def published_tasks(root: Path) -> list[Task]:
+    """The tasks copied under ``<root>/assets/harbor-tasks/`` (those that load)."""
+    out = []
+    for toml in sorted((root / PUBLISHED).glob("*/task.toml")):
+        try:
+            out.append(load_task(toml.parent))
+        except TaskError as e:
+            log.warning("published task %s does not load: %s", toml.parent, e)
+    return out
 
 
 async def prepare_bases(tasks: list[Task], backend: str = "local") -> dict[str, Path]:

@@ -46,7 +46,7 @@ from services.common.server import SignalServer
 from services.sandbox.client import SandboxManagerClient
 from services.sandbox.docker_images import docker_client, task_image
 from services.tasks.prepare import ImageRef
-from services.tasks.task import load_dataset
+from services.tasks.task import load_dataset, matches_task_id
 from services.tasks.verifier import verify
 from services.tasks.workspace import build_base
 
@@ -338,7 +338,7 @@ def main(argv: list[str]) -> int:
     key = args.modelservice_key or ms["key"]
     sock = Path(args.socket) if args.socket else mconfig.resolve(ms["socket"])
     ds = load_dataset(args.dataset)
-    tasks = [t for t in ds.tasks if args.task_id in (t.name, t.path.name)]
+    tasks = [t for t in ds.tasks if matches_task_id(t, args.task_id)]
     if not tasks:
         print(f"no task {args.task_id!r} in {args.dataset}", file=sys.stderr)
         return 2

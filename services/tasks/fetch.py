@@ -55,8 +55,28 @@ def file_hashes(d: Path) -> dict[str, str]:
             and not p.is_symlink()}
 
 
+def plain_task_id(task_id: str) -> str:
+    """``swe-bench/<instance_id>`` (the published name) -> ``<instance_id>``; other ids unchanged."""
+    m = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*/([A-Za-z0-9][A-Za-z0-9._-]*)", task_id)
+    return m.group(1) if m else task_id
+
+
+def _is_instance(task_dir: Path, task_id: str) -> bool:
+    """A published SWE-bench task of instance ``task_id`` (``<dataset>__<id>/``, or its record says so)."""
+    if not (task_dir / "task.toml").is_file():
+        return False
+    if task_dir.name.endswith("__" + task_id):
+        return True
+    try:
+        return json.loads((task_dir / "tests" / "config.json").read_text()).get("instance_id") == task_id
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def find_task(source: Path, task_id: str) -> Path:
-    """The directory named ``task_id`` holding a task.toml under ``source`` (or ``source`` itself)."""
+    """The directory named ``task_id`` holding a task.toml under ``source`` (or ``source`` itself); else
+    the published SWE-bench task whose instance id ``task_id`` is (also as ``swe-bench/<instance_id>``)."""
+    task_id = plain_task_id(task_id)
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", task_id):
         raise FetchError(f"--task-id must be a task directory name (letters, digits, '.', '_', '-'), got {task_id!r}")
     if not source.is_dir():
@@ -64,13 +84,16 @@ def find_task(source: Path, task_id: str) -> Path:
     if source.name == task_id and (source / "task.toml").is_file():
         return source
     found: list[Path] = []
+    aliased: list[Path] = []
     for root, dirs, _files in os.walk(source):
         depth = len(Path(root).relative_to(source).parts)
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__"))
         if task_id in dirs and (Path(root) / task_id / "task.toml").is_file():
             found.append(Path(root) / task_id)
+        aliased += [Path(root) / d for d in dirs if d != task_id and _is_instance(Path(root) / d, task_id)]
         if depth >= MAX_DEPTH - 1:
             dirs[:] = []
+    found = found or aliased
     if not found:
         raise FetchError(f"no task {task_id!r} (a directory {task_id}/ with a task.toml) under {source} "
                          f"(searched {MAX_DEPTH} levels)")
@@ -163,6 +186,7 @@ def fetch_task(root: Path, task_id: str, source: str | Path | None = None, rock_
     """Copy task ``task_id`` into ``root/assets/harbor-tasks/<task_id>/`` and record it; returns the
     manifest entry. See the module docstring."""
     root = Path(root).expanduser().resolve()
+    task_id = plain_task_id(task_id)
     extra = {"rock_root": _validated_path("--rock-root", rock_root, "dir"),
              "wheel": _validated_path("--wheel", wheel, "wheel")}
     with tempfile.TemporaryDirectory(prefix="lts-fetch-") as tmp:

@@ -211,6 +211,21 @@ def load_task(path: str | Path) -> Task:
     return task
 
 
+def task_aliases(task: Task) -> set[str]:
+    """The ids a user may type for ``task`` (``--task-id``): its name (``org/name``) and the name's last
+    part, its slug, its directory name, and the SWE-bench ``instance_id`` of its record."""
+    names = {task.name, task.name.split("/")[-1], task.slug, task.path.name}
+    if task.swe and task.swe.get("instance_id"):
+        names.add(str(task.swe["instance_id"]))
+    return names
+
+
+def matches_task_id(task: Task, task_id: str) -> bool:
+    """``task_id`` is one of the task's aliases, or ``<org>/<alias>`` (the published ``swe-bench/<instance_id>``)."""
+    aliases = task_aliases(task)
+    return task_id in aliases or task_id.split("/")[-1] in aliases
+
+
 # --------------------------------------------------------------------------------------------
 # datasets
 

@@ -25,6 +25,21 @@ def test_task_id_takes_built_in_tasks_first_then_the_published_ones(tmp_path):
         load_tasks("micro", None, ["nosuch__task-1"], root=tmp_path)
 
 
+def test_task_id_accepts_the_swebench_instance_id_and_lists_close_matches(tmp_path):
+    """A published SWE-bench task is found by its instance id (tests/config.json) and the published
+    `swe-bench/<instance_id>` name, not only by its directory or slug; a miss lists close ids (issue 43)."""
+    dest = tmp_path / PUBLISHED / "swebench-verified__pallets__flask-90001"
+    shutil.copytree(REPO / "datasets" / "swebench-verified-like" / "pallets__flask-90001", dest)
+    toml = dest / "task.toml"
+    toml.write_text(toml.read_text().replace('name = "swebench-verified-like/pallets__flask-90001"',
+                                             'name = "swebench-verified/swebench-verified__pallets__flask-90001"'))
+    for tid in ("pallets__flask-90001", "swe-bench/pallets__flask-90001", "swebench-verified__pallets__flask-90001"):
+        tasks = load_tasks("micro", None, [tid], root=tmp_path)
+        assert [t.path for t in tasks] == [dest], tid
+    with pytest.raises(SystemExit, match=r"pallets__flask-9001.*close.*pallets__flask-90001"):
+        load_tasks("micro", None, ["pallets__flask-9001"], root=tmp_path)
+
+
 def test_a_rollout_only_configuration_refuses_training(monkeypatch):
     monkeypatch.setattr(cli, "load_config", lambda name: {"run": {"rollout_only": True}})
     with pytest.raises(SystemExit, match="rollout-only"):

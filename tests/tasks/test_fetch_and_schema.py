@@ -14,7 +14,7 @@ import pytest
 
 from services.sandbox import offline_build
 from services.sandbox.docker_images import OFFLINE_CACHE
-from services.tasks.fetch import FetchError, fetch_task
+from services.tasks.fetch import FetchError, fetch_task, find_task
 from services.tasks.task import load_task
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,6 +72,17 @@ def test_fetch_validates_paths_and_names(tmp_path):
     with pytest.raises(FetchError, match="ambiguous"):
         fetch_task(tmp_path / "root", "t1", src)
     assert not (tmp_path / "root" / "assets").exists()
+
+
+def test_fetch_finds_a_published_task_by_its_swebench_instance_id(tmp_path):
+    """`--task-id pallets__flask-5014` (or `swe-bench/pallets__flask-5014`) finds the published directory
+    `swebench-verified__pallets__flask-5014` (issue 43 item 6)."""
+    src = tmp_path / "src" / "swebench-verified__acme__widget-7"
+    (src / "tests").mkdir(parents=True)
+    (src / "task.toml").write_text("")
+    (src / "tests" / "config.json").write_text(json.dumps({"instance_id": "acme__widget-7"}))
+    for tid in ("acme__widget-7", "swe-bench/acme__widget-7", "swebench-verified__acme__widget-7"):
+        assert find_task(tmp_path / "src", tid) == src, tid
 
 
 def test_published_schema_1_0_loads_and_unknown_keys_are_kept_and_reported(tmp_path):
