@@ -31,9 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(1, str(REPO / "bench"))
 from cookbook.mismatch import mismatch_stats  # noqa: E402
+from services.backend import unembed  # noqa: E402
 from services.backend.codec import Datum, FwdBwdRequest  # noqa: E402
 from services.backend.runtime import Runtime, TrainConfig  # noqa: E402
-from services.backend import unembed  # noqa: E402
 from services.backend.sampler import SampleSpec  # noqa: E402
 
 FUNCS = ["absolute", "clamp", "mean", "median", "is_palindrome", "fizzbuzz", "flatten", "chunk", "dedupe",
@@ -94,9 +94,8 @@ def random_model(shape: str, tokenizer: str, out: Path) -> str:
     """A random-init model of a bench shape (bench_gpu_common.SHAPES: 4b, 0.6b) saved with ``tokenizer``'s files:
     the kernels and sizes of a real model of that shape (its logprobs are a random model's)."""
     import torch  # noqa: PLC0415
-    from transformers import AutoTokenizer  # noqa: PLC0415
-
     from bench_gpu_common import make_model  # noqa: PLC0415
+    from transformers import AutoTokenizer  # noqa: PLC0415
     make_model(shape, device="cuda" if torch.cuda.is_available() else "cpu").save_pretrained(out)
     AutoTokenizer.from_pretrained(tokenizer).save_pretrained(out)
     return str(out)
