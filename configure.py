@@ -26,7 +26,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from services.common.paths import CONFIG_DIR  # where every service reads its configs (one owner)
+from services.common.paths import TASK_ROOT, config_dir  # where every service reads its configs (one owner)
 
 ROOT = Path(__file__).resolve().parent
 TEMPLATES = ROOT / "templates"
@@ -151,7 +151,8 @@ def values(args, out: Path) -> dict[str, str]:
 
 
 def task_root(args) -> Path:
-    return Path(args.task_root).expanduser().resolve() if args.task_root else ROOT
+    """--task-root, else the seed's $TASK (services.common.paths), else the repo root."""
+    return Path(args.task_root).expanduser().resolve() if args.task_root else (TASK_ROOT or ROOT)
 
 
 def check_seed_flags(args, ap: argparse.ArgumentParser) -> list[str]:
@@ -264,7 +265,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="evaluation only: config/harbor.yaml run.rollout_only (training modes refuse to run)")
     seed = ap.add_argument_group("the seed's flags (ROCK Tinker Quick Start; docs/seed-mapping.md)")
     seed.add_argument("--task-root", default=None, metavar="DIR",
-                      help="where run.sh finds published tasks: DIR/assets/harbor-tasks/<ID> (default: the repo root)")
+                      help="the seed's task root: configs written to DIR/config/ (read there by run.sh/serve.sh "
+                           "with TASK=DIR, runs in DIR/runs/), published tasks in DIR/assets/harbor-tasks/<ID> "
+                           "(default: $TASK, else the repo root)")
     seed.add_argument("--task-id", default=None, metavar="ID",
                       help="the default task of run.sh modes (built-in id or one under --task-root); checked to exist")
     seed.add_argument("--roll-root", default=None, metavar="DIR",
@@ -277,8 +280,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="`serve.sh worker` port (default 22555, the seed's host rocklet port)")
     seed.add_argument("--modelservice-port", type=int, default=28080,
                       help="ModelService TCP port recorded in manifest.json (default 28080; `serve.sh modelservice`)")
-    ap.add_argument("--out", default=str(CONFIG_DIR),
-                    help="output directory (default: where the services read configs: $LTS_CONFIG_DIR, else config/)")
+    ap.add_argument("--out", default=None,
+                    help="output directory (default: where the services read configs: $LTS_CONFIG_DIR, else "
+                         "<task root>/config/ with --task-root or $TASK, else config/)")
     ap.add_argument("--force", action="store_true", help="overwrite configs even if you edited them")
     args = ap.parse_args(argv)
     bad = [h for h in args.rock_header if "=" not in h or not h.split("=", 1)[0].strip()]
@@ -286,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--rock-header needs NAME=VALUE, got {bad}")
 
     notes = check_seed_flags(args, ap)
-    out = Path(args.out)
+    out = Path(args.out) if args.out else config_dir(task_root(args))
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)
     vals = values(args, out)

@@ -14,11 +14,13 @@
 # Training/rollout modes create runs/<mode>-<timestamp>/ (printed at start), start the backend and
 # sandbox manager if they are not running, and stop what they started, also on Ctrl-C.
 set -euo pipefail
+[[ -d "${TASK:-}" ]] && TASK="$(cd "$TASK" && pwd)"   # the seed's task root: configs in $TASK/config/, runs in $TASK/runs/
 cd "$(dirname "$0")"
 ROOT="$(pwd)"
 export HF_HOME="${HF_HOME:-$ROOT/hf-home}" HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}" TRANSFORMERS_OFFLINE="${TRANSFORMERS_OFFLINE:-1}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}" TOKENIZERS_PARALLELISM=false
 
+cfg_dir() { .venv-control/bin/python -m services.common.paths CONFIG_DIR; }   # services/common/paths.py's rule
 need_control() { [[ -x .venv-control/bin/python ]] || { echo "run.sh: run 'bash setup.sh all' first" >&2; exit 1; }; }
 
 mode="${1:-}"; shift || true
@@ -52,7 +54,7 @@ case "$mode" in
     logs="the run directory printed above ('Run directory: ...') holds client.log, backend.log and sandbox-admin.log"
     step 1 "set-up: bash setup.sh all" "the 'setup.sh: error:' line above names the failing check or package and what to do; then re-run (set-up is idempotent)" \
       bash setup.sh all
-    if [[ ! -f "${LTS_CONFIG_DIR:-config}/runtime.yaml" ]]; then
+    if [[ ! -f "$(cfg_dir)/runtime.yaml" ]]; then
       step 2 "configuration: python configure.py" "see the error above; 'python configure.py --help' lists the options" .venv-control/bin/python configure.py
     fi
     step 3 "SFT warm start: bash run.sh sft --preset quickstart" "$logs; continue with 'bash run.sh sft --preset quickstart --resume RUN_DIR'" \
@@ -61,14 +63,14 @@ case "$mode" in
       .venv-control/bin/python -m cookbook.cli grpo --preset quickstart "$@" ;;
   rollout|sft|grpo|ppo|ppo-kl)
     need_control
-    [[ -f "${LTS_CONFIG_DIR:-config}/runtime.yaml" ]] || .venv-control/bin/python configure.py
+    [[ -f "$(cfg_dir)/runtime.yaml" ]] || .venv-control/bin/python configure.py
     exec .venv-control/bin/python -m cookbook.cli "$mode" "$@" ;;
   export)
     [[ -x .venv-runtime/bin/python ]] || { echo "run.sh: run 'bash setup.sh runtime' first" >&2; exit 1; }
     exec .venv-runtime/bin/python -m services.backend.export "$@" ;;
   eval)
     need_control
-    [[ -f "${LTS_CONFIG_DIR:-config}/runtime.yaml" ]] || .venv-control/bin/python configure.py
+    [[ -f "$(cfg_dir)/runtime.yaml" ]] || .venv-control/bin/python configure.py
     exec .venv-control/bin/python -m cookbook.harbor_eval "$@" ;;
   -h|--help|help|"") sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$mode" ]] ;;
   *) echo "run.sh: unknown mode '$mode' (quickstart | test | lint | rollout | sft | grpo | ppo | ppo-kl | export | eval)" >&2; exit 2 ;;

@@ -8,10 +8,13 @@
 #
 # Every service has --help, binds 127.0.0.1 by default, needs its key and logs under state/logs/.
 set -euo pipefail
+[[ -d "${TASK:-}" ]] && TASK="$(cd "$TASK" && pwd)"   # the seed's task root: configs in $TASK/config/ (docs/seed-mapping.md)
 cd "$(dirname "$0")"
 
 need() { [[ -x "$1/bin/python" ]] || { echo "serve.sh: $1 is missing: run 'bash setup.sh ${2}' first" >&2; exit 1; }; }
-need_config() { [[ -f "${LTS_CONFIG_DIR:-config}/runtime.yaml" ]] || { echo "serve.sh: ${LTS_CONFIG_DIR:-config}/ is missing: run 'python configure.py' first" >&2; exit 1; }; }
+need_config() {   # where the services read configs: services/common/paths.py's rule ($LTS_CONFIG_DIR, $TASK/config, config)
+  local d; d="$(.venv-runtime/bin/python -m services.common.paths CONFIG_DIR)"
+  [[ -f "$d/runtime.yaml" ]] || { echo "serve.sh: $d/ is missing: run 'python configure.py' first" >&2; exit 1; }; }
 
 svc="${1:-}"; shift || true
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
