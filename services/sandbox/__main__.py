@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 
 from services.common.logs import setup_logging
@@ -47,16 +48,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def running_worker(cfg: dict[str, Any]) -> str | None:
+    """The URL of a sandbox worker with the local backend that already answers at ``worker.url`` and takes our key
+    (`serve.sh worker` started first, as the seed's two terminals do), else None."""
+    w = cfg.get("worker") or {}
+    url = str(w.get("url") or f"http://{w.get('host', '127.0.0.1')}:{w.get('port', 22555)}").rstrip("/")
+    try:
+        health = httpx.get(url + "/health", timeout=2)
+        if health.status_code != 200 or (health.json().get("result") or {}).get("backend") != "local":
+            return None
+        key = httpx.get(url + "/worker/v1/list", headers={cfg["auth"].get("header", "X-Key"): cfg["auth"]["key"]},
+                        timeout=5)
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return url if key.status_code == 200 else None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cfg = sbconfig.load(args.config)
     section = cfg.setdefault(args.role, {})
     backend_name = args.backend or section.get("backend", "local")
+    worker_url = running_worker(cfg) if args.role == "admin" and backend_name == "local" else None
+    if worker_url:   # its sandboxes share our state dir: run them there instead of a second local backend
+        backend_name = "worker"
+        cfg["worker"] = {**(cfg.get("worker") or {}), "url": worker_url}
     if backend_name == "local":
         # Must happen before any thread exists: re-executes this command in a private mount ns.
         ensure_private_namespace()
     log_file = args.log_file or section.get("log_file") or f"state/logs/sandbox-{args.role}.log"
     log = setup_logging(f"sandbox-{args.role}", sbconfig.resolve(log_file), args.log_level)
+    if worker_url:
+        log.info("a sandbox worker (backend local) answers on %s: sandboxes run there (as admin.backend: worker)",
+                 worker_url)
     host = args.host or section.get("host", "127.0.0.1")
     port = args.port or int(section.get("port", 18080 if args.role == "admin" else 22555))
     try:   # a busy port is refused before the backend starts, naming the process on it

@@ -148,7 +148,8 @@ class LocalBackend(SandboxBackend):
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise SandboxError(f"another sandbox worker named {self.worker_name!r} is running on this state "
-                               "dir") from None
+                               "dir (an admin with the local backend runs its sandboxes itself: start `serve.sh "
+                               "worker` before `serve.sh admin`, and the admin uses the worker)") from None
         if self.use_cgroups:
             self.cgroup_support = cgroups.detect(self.cgroup_parent)
             self.use_cgroups = self.cgroup_support.usable
