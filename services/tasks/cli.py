@@ -48,6 +48,9 @@ import os
 import sys
 from pathlib import Path
 
+import httpx
+
+from services.common.config import load_config
 from services.common.paths import DATASETS_DIR, REPO_ROOT
 from services.sandbox.client import SandboxManagerClient
 from services.sandbox.docker_images import OFFLINE_ENV_FLAG
@@ -95,6 +98,27 @@ def _factory(spec: str):
     return getattr(importlib.import_module(mod), attr)
 
 
+def _check_manager_backend(backend: str) -> None:
+    """--sandbox manager with --backend docker runs in the manager's containers: refuse at once, before any image
+    is built, unless the manager at config/harbor.yaml ``sandbox.base_url`` runs that backend (its /health says)."""
+    s = load_config("harbor").get("sandbox") or {}
+    if s.get("flavor", "local") != "local":
+        return   # a ROCK admin
+    url = str(s.get("base_url") or "http://127.0.0.1:18080").rstrip("/")
+    fix = (f"`bash serve.sh admin --backend {backend}` (or `python configure.py --sandbox-backend {backend}`, then "
+           "`bash serve.sh admin`)")
+    try:
+        running = httpx.get(url + "/health", timeout=10).json()["result"]["backend"]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        raise SystemExit(f"prepare_sandbox.py: --backend {backend} needs a sandbox manager with the {backend} "
+                         f"backend at {url} (config/harbor.yaml sandbox.base_url), and none answers there. Fix: "
+                         f"start {fix}") from None
+    if running != backend:
+        raise SystemExit(f"prepare_sandbox.py: the sandbox manager at {url} runs the {running!r} backend, and "
+                         f"--backend {backend} needs its {backend} backend. Fix: stop that manager and start {fix}, "
+                         "or point config/harbor.yaml sandbox.base_url at one that runs it")
+
+
 def cmd_prepare(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="prepare_sandbox.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -119,6 +143,8 @@ def cmd_prepare(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     _offline(a.offline_build)
     sandbox = a.sandbox or ("manager" if a.backend == "docker" else "host")
+    if a.validate and sandbox == "manager" and a.backend == "docker":
+        _check_manager_backend(a.backend)
 
     factory = _factory(sandbox) if a.validate else None
     excluded = 0
@@ -290,6 +316,8 @@ def cmd_grade(argv: list[str]) -> int:
     except OSError as e:
         print(json.dumps({"error": "PatchReadError", "reason": f"{a.patch}: {e}"}))
         return 2
+    if a.sandbox == "manager" and a.backend == "docker":
+        _check_manager_backend(a.backend)
     kw = {"backend": "docker"} if a.backend == "docker" else {}
     manifest = asyncio.run(prepare_tasks([task], a.out, progress=False, log=lambda s: None, **kw))
     entry = manifest["tasks"].get(task.slug, {})
