@@ -28,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +105,51 @@ async def run_gold_solution(sandbox: Sandbox, task: Task, timeout: float = 300) 
     return r.exit_code == 0 and not r.timed_out, r.output[-1000:]
 
 
+# Tools a verifier calls that the published Dockerfiles install over the network (astral's `curl … | sh` uv
+# installer). Offline that line fails inside `sh` and the build still succeeds (a pipe exits with sh's status), so
+# the image simply lacks the tool, and every grading would be an infrastructure failure.
+NETWORK_TOOLS = ("uv", "uvx")
+_HEREDOC = re.compile(r"(?<!<)<<-?\s*['\"]?(\w+)['\"]?")
+_CALL = re.compile(r"^\s*(?:\w+=\S*\s+)*(?:exec\s+|time\s+|command\s+)?([\w.-]+)(?=\s|$)")
+_PATH_SET = re.compile(r"^\s*(?:(?:export\s+)?PATH=\S+|(?:source|\.)\s+\S*\.local/bin/env)\s*$")   # uv's env script
+
+
+def verifier_tool_calls(task: Task) -> tuple[list[str], list[str]]:
+    """(the NETWORK_TOOLS tests/test.sh runs as commands and does not install itself, its PATH settings in order),
+    heredoc bodies skipped."""
+    tools: list[str] = []
+    paths: list[str] = []
+    installed: set[str] = set()
+    end = None
+    for line in (task.tests_dir / "test.sh").read_text(errors="replace").splitlines():
+        if end is not None:
+            end = None if line.strip() == end else end
+            continue
+        if _PATH_SET.match(line):
+            paths.append(line.strip())
+        for seg in re.split(r"&&|\|\||[;|(]", line.split("#", 1)[0]):
+            m = _CALL.match(seg)
+            if m and m.group(1) in NETWORK_TOOLS and m.group(1) not in tools:
+                tools.append(m.group(1))
+        if "install" in line:   # `curl …/uv/install.sh | sh`, `pip install uv`: test.sh brings it itself
+            installed |= {t for t in NETWORK_TOOLS if re.search(rf"\b{t}\b", line)}
+        h = _HEREDOC.search(line)
+        end = h.group(1) if h else None
+    installed |= {"uvx"} if "uv" in installed else set()   # uv's installer brings both
+    return [t for t in tools if t not in installed], paths
+
+
+async def missing_verifier_tools(sandbox: Sandbox, task: Task) -> list[str]:
+    """The NETWORK_TOOLS test.sh calls that do not resolve in the sandbox the way the verifier runs it (its cwd,
+    [verifier].env and test.sh's own PATH settings)."""
+    tools, paths = verifier_tool_calls(task)
+    if not tools:
+        return []
+    script = "; ".join(paths + [f"command -v {shlex.quote(t)} >/dev/null 2>&1 || echo MISSING:{t}" for t in tools])
+    r = await sandbox.run(script, timeout=60, cwd="/workspace", env=resolve_env(task.config.verifier.env))
+    return [w.split(":", 1)[1] for w in r.output.split() if w.startswith("MISSING:")]
+
+
 async def validate_task(task: Task, base_dir: Path | ImageRef, factory: SandboxFactory,
                         verifier_timeout: float | None = None) -> Validation:
     """Gold solution must score 1, the untouched workspace 0, and the workspace's git must hold
@@ -113,6 +160,14 @@ async def validate_task(task: Task, base_dir: Path | ImageRef, factory: SandboxF
     graded = with_network(base_dir, verifier_network(task))   # these sandboxes run the verifier
     sb = await factory(graded)
     try:
+        missing = await missing_verifier_tools(sb, task)
+        if missing:   # every grading would be an infrastructure failure: say why, in one line, and stop here
+            v.reasons = [f"verifier toolchain: test.sh calls {', '.join(missing)}, which does not resolve in the "
+                         "task's environment (PATH as test.sh sets it): its install step did not run (`curl … | "
+                         "sh` exits with sh's status, so an offline build passes without it). Fix: prepare with "
+                         "--offline-build (uv from its wheel), or install it in environment/Dockerfile"]
+            v.seconds = time.monotonic() - t0
+            return v
         ok, out = await run_gold_solution(sb, task)
         if not ok:
             reasons.append(f"solve.sh failed: {out.strip()[-300:]}")
