@@ -14,8 +14,8 @@ import tempfile
 
 import yaml
 
-from helpers import REPO, BackendProc, SandboxAdminProc, ensure_tiny_model, free_port  # noqa: E402
-from services.common.procs import stop, wait_healthy
+from helpers import REPO, BackendProc, SandboxAdminProc, ensure_tiny_model, free_port, serve_sh  # noqa: E402
+from services.common.procs import stop
 
 os.environ.setdefault("HF_HOME", str(REPO / "hf-home"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -109,10 +109,7 @@ def _running(tmp, cfg):
     try:  # stop both services whatever happens, set-up failures included
         for svc, url in (("backend", f"http://127.0.0.1:{rt['backend']['port']}/api/v1/healthz"),
                          ("admin", f"http://127.0.0.1:{adm['admin']['port']}/health")):
-            out = tmp / f"{svc}.out"
-            procs.append(subprocess.Popen(["bash", "serve.sh", svc], cwd=REPO, env=env, stdout=open(out, "w"),
-                                          stderr=subprocess.STDOUT))
-            wait_healthy(procs[-1], url, 120, out, svc)
+            serve_sh(svc, url, env, tmp, 120, procs)
         yield tmp, env
     finally:
         for p in procs:

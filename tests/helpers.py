@@ -161,3 +161,13 @@ class ForcedPolicy:
                 + [self.tok.convert_tokens_to_ids("<|im_end|>")])[:max_tokens]
         lps = await self.sampler.compute_logprobs_async(types.ModelInput.from_ints(prompt + toks))
         return SampleOut(toks, [float(x) for x in lps[len(prompt):]], "stop")
+
+
+def serve_sh(svc: str, url: str, env: dict, out_dir: Path, timeout: float, procs: list) -> subprocess.Popen:
+    """``bash serve.sh SVC`` in the background as a user's terminal would, its output in OUT_DIR/SVC.out, appended
+    to ``procs`` (the caller stops them, by PID, also when this wait fails) and waited for until URL is healthy."""
+    out = out_dir / f"{svc}.out"
+    procs.append(subprocess.Popen(["bash", "serve.sh", svc], cwd=REPO, env=env, stdout=open(out, "w"),
+                                  stderr=subprocess.STDOUT))
+    wait_healthy(procs[-1], url, timeout, out, svc)
+    return procs[-1]

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import REPO, free_port, read_json
+from helpers import REPO, free_port, read_json, serve_sh
 from services.common.procs import stop, wait_healthy
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
@@ -145,10 +145,7 @@ def test_seed_quick_start_verbatim(seed_env):
         # --- serve.sh admin / backend in the foreground (here: background processes), as the seed
         for svc, url in (("admin", f"http://127.0.0.1:{adm['admin']['port']}/health"),
                          ("backend", f"http://127.0.0.1:{rt['backend']['port']}/api/v1/healthz")):
-            out = tmp / f"{svc}.out"
-            procs.append(subprocess.Popen(["bash", "serve.sh", svc], cwd=REPO, env=env, stdout=open(out, "w"),
-                                          stderr=subprocess.STDOUT))
-            wait_healthy(procs[-1], url, 180, out, svc)
+            serve_sh(svc, url, env, tmp, 180, procs)
 
         # --- run.sh rollout --task-id: a built-in task, then the published one
         for tid, name in (("absolute", "lts-micro/absolute"), (PUBLISHED, f"demo/{PUBLISHED}")):

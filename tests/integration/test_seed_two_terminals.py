@@ -18,8 +18,8 @@ import httpx
 import pytest
 import yaml
 
-from helpers import REPO, free_port, read_json, run_sh
-from services.common.procs import stop, wait_healthy
+from helpers import REPO, free_port, read_json, run_sh, serve_sh
+from services.common.procs import stop
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
                                 reason="bubblewrap missing (bash setup.sh system)")
@@ -59,10 +59,7 @@ def test_worker_then_admin_then_rollout(tiny_model):
         # terminal 1: bash serve.sh worker; terminal 2: bash serve.sh admin
         for svc, url in (("worker", f"http://127.0.0.1:{WORKER_PORT}/health"),
                          ("admin", f"http://127.0.0.1:{adm['admin']['port']}/health")):
-            out = tmp / f"{svc}.out"
-            procs.append(subprocess.Popen(["bash", "serve.sh", svc], cwd=REPO, env=env, stdout=open(out, "w"),
-                                          stderr=subprocess.STDOUT))
-            wait_healthy(procs[-1], url, 180, out, svc)
+            serve_sh(svc, url, env, tmp, 180, procs)
         worker, admin = procs
         health = httpx.get(f"http://127.0.0.1:{adm['admin']['port']}/health", timeout=10).json()["result"]
         assert health["backend"] == "worker", health

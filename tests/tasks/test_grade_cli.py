@@ -32,6 +32,17 @@ def _grade(task, patch_file, tmp_path):
     return r.returncode, json.loads(r.stdout), r.stderr
 
 
+
+def _verify_on_host(task_dir):
+    """verify() of the task at TASK_DIR in a host sandbox over its environment/repo."""
+    async def go(task):
+        sb = await HostSandbox.create(base_dir=task_dir / "environment" / "repo")
+        try:
+            return await verify(sb, task)
+        finally:
+            await sb.close()
+    return run(go(load_task(task_dir)))
+
 def test_grade_cli_gold_hack_and_garbage(tmp_path):
     gold = CLAMP / "solution" / "patch.diff"
     code, out, err = _grade(CLAMP, gold, tmp_path)
@@ -59,15 +70,7 @@ def test_reward_outside_the_declared_range_is_rejected(tmp_path):
     results = {}
     for value in ("5.0", "1e300", "-1", "inf", "nan", "0.5"):
         test_sh.write_text(f"#!/bin/bash\nmkdir -p /logs/verifier\necho {value} > /logs/verifier/reward.txt\n")
-        task = load_task(task_dir)
-
-        async def go(task):
-            sb = await HostSandbox.create(base_dir=task_dir / "environment" / "repo")
-            try:
-                return await verify(sb, task)
-            finally:
-                await sb.close()
-        results[value] = run(go(task))
+        results[value] = _verify_on_host(task_dir)
     for value in ("5.0", "1e300", "-1"):
         assert results[value].reward == 0.0 and results[value].error == "RewardOutOfRangeError", results[value]
     for value in ("inf", "nan"):
@@ -207,15 +210,7 @@ def test_a_verifier_that_cannot_run_its_own_tool_is_an_infra_failure(tmp_path):
     results = {}
     for name, body in scripts.items():
         (tests / "test.sh").write_text("#!/bin/bash\nmkdir -p /logs/verifier\ncd /tests\n" + body)
-        task = load_task(task_dir)
-
-        async def go(task):
-            sb = await HostSandbox.create(base_dir=task_dir / "environment" / "repo")
-            try:
-                return await verify(sb, task)
-            finally:
-                await sb.close()
-        results[name] = run(go(task))
+        results[name] = _verify_on_host(task_dir)
     for name in ("no-tool", "no-interpreter", "no-report"):
         r = results[name]
         assert r.infra and r.error == "VerifierInfraError" and r.reward == 0.0, (name, r)
