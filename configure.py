@@ -26,13 +26,14 @@ import secrets
 import sys
 from pathlib import Path
 
+from services.common.defaults import TINY_MODEL_NAME as TINY_NAME  # the embedded tiny model (defined once)
+from services.common.defaults import TINY_MODEL_PATH as TINY_PATH
 from services.common.paths import TASK_ROOT, config_dir  # where every service reads its configs (one owner)
 
 ROOT = Path(__file__).resolve().parent
 TEMPLATES = ROOT / "templates"
 MANIFEST = ".configure-manifest.json"
 PLACEHOLDER = re.compile(r"\{\{\s*([a-z_][a-z0-9_]*)\s*\}\}")
-TINY_NAME, TINY_PATH = "local/qwen3-tiny-xs", "models/qwen3-tiny-xs"
 SEED_RECORD = "manifest.json"   # the seed's record of this configuration (not a template: written from the flags)
 TASK_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")   # owner__name-NNN (SWE-bench style) or a built-in id
 IMAGE_REF = re.compile(r"[a-z0-9][a-z0-9._/:@-]*")

@@ -14,6 +14,7 @@ from typing import Any
 
 import uvicorn
 
+from services.common.config import ConfigError
 from services.common.logs import rate_limit_errors, setup_logging
 from services.common.paths import HF_HOME
 from services.common.server import SignalServer
@@ -81,8 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    cfg = mconfig.load(args.config)
-    ms, tk = cfg["modelservice"], cfg["tinker"]
+    try:
+        cfg = mconfig.load(args.config)
+    except ConfigError as e:   # a typo in modelservice.yaml / runtime.yaml: refused before anything starts
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    ms, tk = cfg.modelservice, cfg.tinker
     for name, section, key in (("host", ms, "host"), ("port", ms, "port"), ("socket", ms, "socket"), ("key", ms, "key"),
                                ("backend_url", tk, "base_url"), ("backend_key", tk, "api_key"),
                                ("base_model", tk, "base_model"), ("model_path", tk, "model_path"),
@@ -91,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
                                ("log_file", ms, "log_file")):
         v = getattr(args, name)
         if v is not None:
-            section[key] = v
-    log = setup_logging("modelservice", mconfig.resolve(ms.get("log_file")), args.log_level)
+            setattr(section, key, v)
+    log = setup_logging("modelservice", mconfig.resolve(ms.log_file), args.log_level)
     rate_limit_errors()
     try:
         asyncio.run(serve(cfg, args.harbor_config))
@@ -102,12 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-async def build_state(cfg: dict[str, Any], harbor_config: str | None = None):
+async def build_state(cfg: mconfig.ModelServiceFile, harbor_config: str | None = None):
     """Sampler, tokenizer/renderer, budgets, recorder -> ModelServiceState (also used by tests)."""
-    ms, tk = cfg["modelservice"], cfg["tinker"]
-    sampler: Any = TinkerSampler(tk["base_url"], tk["api_key"], tk.get("base_model"), tk.get("model_path"))
+    ms, tk = cfg.modelservice, cfg.tinker
+    sampler: Any = TinkerSampler(tk.base_url, tk.api_key, tk.base_model, tk.model_path)
     await sampler.start()
-    tok_name = tk.get("tokenizer")
+    tok_name = tk.tokenizer
     if tok_name:
         from transformers import AutoTokenizer  # noqa: PLC0415 (after main() set the HF_* offline env)
         tok_path = resolve(tok_name)
@@ -117,30 +122,27 @@ async def build_state(cfg: dict[str, Any], harbor_config: str | None = None):
         tokenizer = await asyncio.to_thread(sampler.tokenizer)
     renderer = ChatRenderer(tokenizer)
     budgets = load_budgets(harbor_config)
-    max_chars = ms.get("max_input_chars")
-    recorder = Recorder(renderer, sampler, BudgetGuard(budgets, int(max_chars) if max_chars else None),
-                        history=ms.get("history", "splice"),
-                        temperature=float(ms.get("temperature", 1.0)), top_p=float(ms.get("top_p", 1.0)),
-                        record_requests=bool(ms.get("record_requests", False)))
-    tdir = resolve(ms.get("trajectories_dir"))
-    state = ModelServiceState(recorder, sampler.model_name, ms.get("key"), tdir, int(ms.get("max_sessions", 1024)),
-                              max_body_bytes=int(float(ms.get("max_body_mb", 8)) * 1024 * 1024))
+    recorder = Recorder(renderer, sampler, BudgetGuard(budgets, ms.max_input_chars or None), history=ms.history,
+                        temperature=ms.temperature, top_p=ms.top_p, record_requests=ms.record_requests)
+    tdir = resolve(ms.trajectories_dir)
+    state = ModelServiceState(recorder, sampler.model_name, ms.key, tdir, ms.max_sessions,
+                              max_body_bytes=int(ms.max_body_mb * 1024 * 1024))
     return state, sampler, budgets
 
 
-async def serve(cfg: dict[str, Any], harbor_config: str | None = None) -> None:
+async def serve(cfg: mconfig.ModelServiceFile, harbor_config: str | None = None) -> None:
     log = logging.getLogger("modelservice")
-    ms = cfg["modelservice"]
-    port = int(ms.get("port") or 0)
-    sock_path = resolve(ms.get("socket"))
+    ms = cfg.modelservice
+    port = ms.port or 0
+    sock_path = resolve(ms.socket)
     if not port and not sock_path:
         raise ValueError("neither a TCP port nor a Unix socket is configured")
-    if port and not ms.get("key"):
+    if port and not ms.key:
         raise ValueError("a key is required when serving on TCP (modelservice.key or LTS_MODELSERVICE_KEY)")
     state, sampler, budgets = await build_state(cfg, harbor_config)
     listeners = []
     if port:
-        listeners.append(tcp_listener(ms.get("host", "127.0.0.1"), port))
+        listeners.append(tcp_listener(ms.host, port))
     if sock_path:
         listeners.append(unix_listener(sock_path))
     app = build_app(state)
@@ -148,7 +150,7 @@ async def serve(cfg: dict[str, Any], harbor_config: str | None = None) -> None:
     @contextlib.asynccontextmanager
     async def lifespan(_app):
         log.info("modelservice serving %s on %s (budgets %s)", state.model_name,
-                 ", ".join(filter(None, [f"http://{ms.get('host', '127.0.0.1')}:{port}" if port else "",
+                 ", ".join(filter(None, [f"http://{ms.host}:{port}" if port else "",
                                          f"unix:{sock_path}" if sock_path else ""])), budgets.to_dict())
         try:
             yield
@@ -165,8 +167,8 @@ async def serve(cfg: dict[str, Any], harbor_config: str | None = None) -> None:
     # connections waiting for bodies that never come); at most limit_concurrency connections are served at once
     # (more get 503 at once instead of becoming tasks)
     server = SignalServer(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
-                                         timeout_graceful_shutdown=float(ms.get("shutdown_grace_s", 2)),
-                                         limit_concurrency=int(ms.get("max_connections", 2048))))
+                                         timeout_graceful_shutdown=ms.shutdown_grace_s,
+                                         limit_concurrency=ms.max_connections))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, server.request_exit)

@@ -15,15 +15,16 @@ from pathlib import Path
 
 import uvicorn
 
-from services.common.config import load_config
+from services.common.config import ConfigError, check_config, load_typed
 from services.common.logs import setup_logging
 from services.common.preflight import Refused, StateLock, check_port
+from services.common.service_configs import EngineFile, RuntimeFile, RuntimeSection
 
 from .paths import repo_path
 from .preflight import check_resources
 
 
-def _gb(value: float | str | None) -> int | None:
+def _gb(value: float | None) -> int | None:
     """A size in GB from the config as bytes (None: unbounded)."""
     return None if value is None else int(float(value) * 2**30)
 
@@ -42,8 +43,25 @@ def model_dir(path: str) -> Path:
     return p
 
 
-def build(cfg: dict, state_dir: Path):
-    """Construct store, scheduler (with its runtime) and the FastAPI app from a config dict."""
+def load(path: str | Path | None = None) -> RuntimeFile:
+    """runtime.yaml (or ``path``) with engine.yaml (its ``engine_config``) laid over its ``runtime:`` section, key
+    by key; ConfigError naming the file and key on an unknown key or a wrong type."""
+    cfg = load_typed("runtime", RuntimeFile, path)
+    eng_path = repo_path(cfg.engine_config) if cfg.engine_config else None
+    if eng_path is not None and eng_path.exists():   # device/dtype/batching live in engine.yaml
+        eng = load_typed("engine", EngineFile, eng_path).engine
+        merged = {**cfg.runtime.model_dump(exclude_unset=True), **eng.model_dump(exclude_unset=True)}
+        cfg.runtime = check_config(merged, RuntimeSection, f"{path or 'runtime.yaml'} + {eng_path}")
+    return cfg
+
+
+def ray_settings(rt: RuntimeSection) -> dict | None:
+    """engine.ray as written (ray_runtime.py holds the defaults of the keys left out); None or {}: in process."""
+    return rt.ray.model_dump(exclude_unset=True) if rt.ray is not None else None
+
+
+def build(cfg: RuntimeFile | dict, state_dir: Path):
+    """Construct store, scheduler (with its runtime) and the FastAPI app from the config."""
     # imported here, after main's preflight checks: torch/transformers take many seconds to import on a busy machine
     from .app import create_app  # noqa: PLC0415
     from .runtime import Runtime  # noqa: PLC0415
@@ -51,8 +69,10 @@ def build(cfg: dict, state_dir: Path):
     from .state import BackendState  # noqa: PLC0415
     from .store import Store  # noqa: PLC0415
 
-    rcfg = cfg.get("runtime", {})
-    models = [dict(m, path=str(model_dir(m["path"]))) for m in rcfg.get("models", [])]
+    if isinstance(cfg, dict):
+        cfg = check_config(cfg, RuntimeFile, "runtime config")
+    rt = cfg.runtime
+    models = [m.model_dump(exclude_none=True) | {"path": str(model_dir(m.path))} for m in rt.models]
     if not models:
         raise SystemExit("runtime.models is empty: configure at least one base model (python configure.py)")
     for m in models:
@@ -63,30 +83,29 @@ def build(cfg: dict, state_dir: Path):
     store = Store(state_dir / "backend.sqlite3")
 
     runtime_cls = Runtime
-    if rcfg.get("ray"):  # engine.ray: trainer ranks and sampler replicas as Ray actors (docs/ray.md)
+    if ray_settings(rt):  # engine.ray: trainer ranks and sampler replicas as Ray actors (docs/ray.md)
         from .ray_runtime import RayRuntime  # noqa: PLC0415 (importing ray costs ~2 s of every backend's start)
 
-        runtime_cls = partial(RayRuntime, ray_cfg=rcfg["ray"])
+        runtime_cls = partial(RayRuntime, ray_cfg=ray_settings(rt))
 
     def factory():
-        return runtime_cls(models, ckdir, device=rcfg.get("device", "cpu"), dtype=rcfg.get("dtype", "float32"),
-                       threads=rcfg.get("threads"),
-                       max_tokens_per_microbatch=int(rcfg.get("max_tokens_per_microbatch", 8192)),
-                       max_sampler_snapshots=int(rcfg.get("max_sampler_snapshots", 16)),
-                       max_sampler_bytes=_gb(rcfg.get("max_sampler_gb")),
-                       max_spill_bytes=_gb(rcfg.get("max_spill_gb", 8)),
-                       max_batch_sequences=int(rcfg.get("max_batch_sequences", 256)),
-                       sampler=rcfg.get("sampler", "auto"), sampler_options=rcfg.get("sampler_options"),
-                       gradient_checkpointing=bool(rcfg.get("gradient_checkpointing", False)),
-                       merge_lora_sampling=rcfg.get("merge_lora_sampling", "auto"),
-                       training_kernels=rcfg.get("training_kernels", "auto"))
+        return runtime_cls(models, ckdir, device=rt.device, dtype=rt.dtype, threads=rt.threads,
+                           max_tokens_per_microbatch=rt.max_tokens_per_microbatch,
+                           max_sampler_snapshots=rt.max_sampler_snapshots,
+                           max_sampler_bytes=_gb(rt.max_sampler_gb), max_spill_bytes=_gb(rt.max_spill_gb),
+                           max_batch_sequences=rt.max_batch_sequences,
+                           sampler=rt.sampler, sampler_options=rt.sampler_options,
+                           gradient_checkpointing=rt.gradient_checkpointing,
+                           merge_lora_sampling=rt.merge_lora_sampling, training_kernels=rt.training_kernels)
 
-    bcfg = dict(cfg.get("backend", {}))
-    bcfg["tokenizer_ids"] = {m["name"]: m.get("tokenizer_id", m["name"]) for m in models}
+    b = cfg.backend
+    # BackendState reads the rest of backend: (its own defaults for the keys left unset)
+    bcfg = b.model_dump(exclude_none=True, exclude={"api_keys"})
+    bcfg["api_keys"] = [k if isinstance(k, str) else k.model_dump(exclude_unset=True) for k in b.api_keys]
+    bcfg["tokenizer_ids"] = {m.name: m.tokenizer_id or m.name for m in rt.models}
     holder: dict = {}
     scheduler = Scheduler(factory, store, on_done=lambda rid: holder["state"].on_done(rid),
-                          batch_window_s=float(bcfg.get("batch_window_s", 0.002)),
-                          sample_round_tokens=int(bcfg.get("sample_round_tokens", 4096)))
+                          batch_window_s=b.batch_window_s, sample_round_tokens=b.sample_round_tokens)
     state = BackendState(bcfg, store, scheduler, ckdir)
     holder["state"] = state
     return state, create_app(state)
@@ -106,28 +125,29 @@ def main(argv: list[str] | None = None) -> int:
                     help="accepted API key (repeatable; default from config or $TINKER_API_KEY)")
     args = ap.parse_args(argv)
 
-    cfg = load_config("runtime", args.config)
-    if cfg.get("engine_config"):  # device/dtype/batching live in engine.yaml
-        eng = load_config("engine", repo_path(cfg["engine_config"])) if repo_path(cfg["engine_config"]).exists() else {}
-        cfg.setdefault("runtime", {}).update(eng.get("engine", {}))
-    b = cfg.setdefault("backend", {})
-    host = args.host or b.get("host", "127.0.0.1")
-    port = args.port or int(b.get("port", 19210))
-    state_dir = repo_path(args.state_dir or b.get("state_dir", "state/backend"))
-    log_file = repo_path(args.log_file or b.get("log_file", "state/logs/backend.log"))
+    try:
+        cfg = load(args.config)
+    except ConfigError as e:   # a typo in runtime.yaml / engine.yaml: refused before anything starts
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    b = cfg.backend
+    host = args.host or b.host
+    port = args.port or b.port
+    state_dir = repo_path(args.state_dir or b.state_dir)
+    log_file = repo_path(args.log_file or b.log_file)
     env_key = [os.environ["TINKER_API_KEY"]] if os.environ.get("TINKER_API_KEY") else []
-    keys = args.api_key or b.get("api_keys") or env_key
+    keys = args.api_key or b.api_keys or env_key
     if not keys:
         print("error: no API key configured: set backend.api_keys in config/runtime.yaml, pass --api-key, or export "
               "TINKER_API_KEY (keys must start with 'tml-')", file=sys.stderr)
         return 2
-    b["api_keys"] = keys
-    log = setup_logging("backend", log_file, b.get("log_level", "INFO"))
+    b.api_keys = list(keys)
+    log = setup_logging("backend", log_file, b.log_level)
     log.info("starting backend on http://%s:%d (state %s, log %s)", host, port, state_dir, log_file)
     try:   # refused in seconds, before the model loads: a second backend on this state dir, a busy port
         lock = StateLock(state_dir, "backend").acquire(port)
         check_port(host, port, "backend port")
-        check_resources(cfg.get("runtime", {}))
+        check_resources({"device": cfg.runtime.device, "ray": ray_settings(cfg.runtime)})
     except Refused as e:
         log.error("refusing to start: %s", e.message)
         print(f"error: {e.message}", file=sys.stderr)

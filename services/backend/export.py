@@ -35,7 +35,8 @@ from peft import PeftModel
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from services.common.config import load_config
+from services.common.config import ConfigError, load_typed
+from services.common.service_configs import RuntimeFile
 
 from . import checkpoints
 from .errors import BadRequest
@@ -155,9 +156,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="backend state directory (default: backend.state_dir of the config)")
     args = ap.parse_args(argv)
 
-    cfg = load_config("runtime", args.config)
-    state_dir = repo_path(args.state_dir or cfg.get("backend", {}).get("state_dir", "state/backend"))
-    bases = {m["name"]: str(repo_path(m["path"])) for m in cfg.get("runtime", {}).get("models", [])}
+    try:
+        cfg = load_typed("runtime", RuntimeFile, args.config)
+    except ConfigError as e:
+        print(f"export: error: {e}", file=sys.stderr)
+        return 2
+    state_dir = repo_path(args.state_dir or cfg.backend.state_dir)
+    bases = {m.name: str(repo_path(m.path)) for m in cfg.runtime.models}
     try:
         ck, source = resolve(args.checkpoint, state_dir / "checkpoints")
         base = checkpoints.train_config(ck)["base_model"]

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import uvicorn
 
+from services.common.config import ConfigError
 from services.common.logs import setup_logging
 from services.common.preflight import Refused, check_limits_fit_host, check_port
 from services.common.server import SignalServer
@@ -48,17 +49,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def running_worker(cfg: dict[str, Any]) -> str | None:
+def running_worker(conf: sbconfig.AdminFile) -> str | None:
     """The URL of a sandbox worker with the local backend that already answers at ``worker.url`` and takes our key
     (`serve.sh worker` started first, as the seed's two terminals do), else None."""
-    w = cfg.get("worker") or {}
-    url = str(w.get("url") or f"http://{w.get('host', '127.0.0.1')}:{w.get('port', 22555)}").rstrip("/")
+    w = conf.worker
+    url = str(w.url or f"http://{w.host}:{w.port}").rstrip("/")
     try:
         health = httpx.get(url + "/health", timeout=2)
         if health.status_code != 200 or (health.json().get("result") or {}).get("backend") != "local":
             return None
-        key = httpx.get(url + "/worker/v1/list", headers={cfg["auth"].get("header", "X-Key"): cfg["auth"]["key"]},
-                        timeout=5)
+        key = httpx.get(url + "/worker/v1/list", headers={conf.auth.header: conf.auth.key or ""}, timeout=5)
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
     return url if key.status_code == 200 else None
@@ -66,23 +66,28 @@ def running_worker(cfg: dict[str, Any]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    cfg = sbconfig.load(args.config)
-    section = cfg.setdefault(args.role, {})
-    backend_name = args.backend or section.get("backend", "local")
-    worker_url = running_worker(cfg) if args.role == "admin" and backend_name == "local" else None
+    try:
+        cfg = sbconfig.load(args.config)
+    except ConfigError as e:   # a typo in admin.yaml: refused before anything starts
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    conf = sbconfig.settings(cfg)
+    section = conf.admin if args.role == "admin" else conf.worker
+    backend_name = args.backend or section.backend
+    worker_url = running_worker(conf) if args.role == "admin" and backend_name == "local" else None
     if worker_url:   # its sandboxes share our state dir: run them there instead of a second local backend
         backend_name = "worker"
         cfg["worker"] = {**(cfg.get("worker") or {}), "url": worker_url}
     if backend_name == "local":
         # Must happen before any thread exists: re-executes this command in a private mount ns.
         ensure_private_namespace()
-    log_file = args.log_file or section.get("log_file") or f"state/logs/sandbox-{args.role}.log"
+    log_file = args.log_file or section.log_file or f"state/logs/sandbox-{args.role}.log"
     log = setup_logging(f"sandbox-{args.role}", sbconfig.resolve(log_file), args.log_level)
     if worker_url:
         log.info("a sandbox worker (backend local) answers on %s: sandboxes run there (as admin.backend: worker)",
                  worker_url)
-    host = args.host or section.get("host", "127.0.0.1")
-    port = args.port or int(section.get("port", 18080 if args.role == "admin" else 22555))
+    host = args.host or section.host
+    port = args.port or section.port
     try:   # a busy port is refused before the backend starts, naming the process on it
         check_port(host, port, f"sandbox {args.role} port")
         if args.role == "admin" and backend_name == "local":   # sandboxes share this host
@@ -105,13 +110,14 @@ def main(argv: list[str] | None = None) -> int:
 
 async def serve(role: str, cfg: dict[str, Any], backend_name: str, host: str, port: int) -> None:
     log = logging.getLogger(f"sandbox-{role}")
-    cfg = dict(cfg)
-    cfg["worker_name"] = (cfg.get("worker") or {}).get("name", "local")
+    conf = sbconfig.settings(cfg)
+    cfg = dict(cfg, worker_name=conf.worker.name)   # the backends read the rest of the mapping
     backend = make_backend(backend_name, cfg)
     if role == "admin":
-        store = Store(Path(cfg["state_dir"]) / "admin.db")
-        service = SandboxManager(backend, store, LifecycleConfig.from_mapping(cfg.get("lifecycle")),
-                                 sbconfig.default_limits(cfg), images=cfg.get("images") or {},
+        store = Store(Path(conf.state_dir) / "admin.db")
+        lifecycle = conf.lifecycle.model_dump(exclude_none=True) if conf.lifecycle else None
+        service = SandboxManager(backend, store, LifecycleConfig.from_mapping(lifecycle),
+                                 sbconfig.default_limits(cfg), images=conf.images or {},
                                  base_sources=sbconfig.base_sources(cfg))
         app = build_app(service, cfg)
         start, stop = service.start, service.shutdown
