@@ -29,13 +29,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from services.models.smollm2 import dequantise  # noqa: E402
-from services.tasks.generalise import GenTask, tasks  # noqa: E402
-from services.tasks.micro import _run_asserts  # noqa: E402
+from services.tasks.sources.generalise import tasks  # noqa: E402
+from services.tasks.sources.micro import _run_asserts  # noqa: E402
+from services.tasks.sources.onebug import BugTask  # noqa: E402
 
 SYSTEM = "You are a careful Python programmer. Reply with the corrected function only, in a python code block."
 
 
-def prompt_messages(t: GenTask) -> list[dict]:
+def prompt_messages(t: BugTask) -> list[dict]:
     buggy = t.source(buggy=True)
     fn = t.spec.fn
     failing = t.spec.visible[_run_asserts(t.spec.buggy_code(), fn, t.spec.visible).index(False)]
@@ -44,11 +45,11 @@ def prompt_messages(t: GenTask) -> list[dict]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def answer(t: GenTask) -> str:
+def answer(t: BugTask) -> str:
     return f"```python\n{t.spec.code}```"
 
 
-def grade(t: GenTask, text: str) -> float:
+def grade(t: BugTask, text: str) -> float:
     m = re.search(r"```(?:python)?\n(.*?)(```|$)", text, re.S)
     code = m.group(1) if m else text
     try:
@@ -59,7 +60,7 @@ def grade(t: GenTask, text: str) -> float:
 
 
 @torch.no_grad()
-def pass_at_1(model, tok, ts: list[GenTask], bs: int = 64, max_new: int = 160) -> tuple[float, float]:
+def pass_at_1(model, tok, ts: list[BugTask], bs: int = 64, max_new: int = 160) -> tuple[float, float]:
     tok.padding_side = "left"
     hits, t0, n_tok = 0.0, time.time(), 0
     for i in range(0, len(ts), bs):
@@ -76,7 +77,7 @@ def pass_at_1(model, tok, ts: list[GenTask], bs: int = 64, max_new: int = 160) -
     return hits / len(ts), n_tok / (time.time() - t0)
 
 
-def sft(model, tok, ts: list[GenTask], targets: list[str], steps: int, lr: float, seed: int,
+def sft(model, tok, ts: list[BugTask], targets: list[str], steps: int, lr: float, seed: int,
         bs: int = 16) -> list[float]:
     g = random.Random(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)

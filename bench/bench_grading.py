@@ -34,10 +34,10 @@ import httpx  # noqa: E402
 import yaml  # noqa: E402
 
 from services.sandbox.client import SandboxManagerClient  # noqa: E402
-from services.tasks.cleangrade import base_commit, extract_patch, grade_patch  # noqa: E402
+from services.tasks.grading.cleangrade import base_commit, extract_patch, grade_patch  # noqa: E402
+from services.tasks.grading.verifier import verify  # noqa: E402
+from services.tasks.preparation.workspace import build_base  # noqa: E402
 from services.tasks.task import load_dataset  # noqa: E402
-from services.tasks.verifier import verify  # noqa: E402
-from services.tasks.workspace import build_base  # noqa: E402
 
 
 def pct(xs: list[float], p: float) -> float:

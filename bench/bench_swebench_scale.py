@@ -39,9 +39,9 @@ sys.path.insert(0, str(REPO))
 import docker  # noqa: E402
 
 from services.sandbox.docker_images import SCRUB_SCRIPT, environment_image, scrubbed_image, task_image  # noqa: E402
-from services.tasks.prepare import ImageRef  # noqa: E402
+from services.tasks.grading.bases import ImageRef  # noqa: E402
+from services.tasks.grading.verifier import verify  # noqa: E402
 from services.tasks.task import load_task  # noqa: E402
-from services.tasks.verifier import verify  # noqa: E402
 from tests.dockerhost.bigrepo import big_image, uv_binary, write_parser_task, write_task  # noqa: E402
 from tests.dockerhost.conftest import DockerAdmin, free_port, manager_factory  # noqa: E402
 

@@ -2,7 +2,7 @@
 off-the-shelf Harbor agent that speaks OpenAI (``terminus-2``: it runs in Harbor's process and drives a
 tmux session in the task's sandbox, so the sandbox needs no network) against the backend's
 OpenAI-compatible endpoint (``<backend>/oai/api/v1``, docs/backend.md), on our sandboxes
-(``-e services.sandbox.harbor_env:LtsSandboxEnvironment``); rewards come from the tasks' own verifiers.
+(``-e services.tasks.harbor_env:LtsSandboxEnvironment``); rewards come from the tasks' own verifiers.
 
     bash run.sh eval tinker://<run>/sampler_weights/<name> [--tasks datasets/swebench-sample] [--max-turns 20]
     bash run.sh eval runs/grpo-20261201-101500          # a run's final checkpoint; results go beside the run
@@ -45,7 +45,7 @@ def harbor_command(tasks: Path, model: str, oai_url: str, jobs: Path, agent: str
                    n_concurrent: int) -> list[str]:
     return [str(HARBOR), "run", "-p", str(tasks), "-a", agent, "-m", f"openai/{model}",
             "--ak", f"api_base={oai_url}", "--ak", f"max_turns={max_turns}", "--ak", "suppress_max_turns_warning=true",
-            "-n", str(n_concurrent), "-o", str(jobs), "-e", "services.sandbox.harbor_env:LtsSandboxEnvironment", "-y"]
+            "-n", str(n_concurrent), "-o", str(jobs), "-e", "services.tasks.harbor_env:LtsSandboxEnvironment", "-y"]
 
 
 def collect(jobs: Path) -> dict:

@@ -23,12 +23,12 @@ from typing import Any, Awaitable, Callable
 
 from services.common.config import load_config
 from services.common.sandbox_api import Sandbox
-from services.tasks.cleangrade import base_commit, extract_patch, grade_patch, patch_flags, with_flags
-from services.tasks.hacks import grading_policy
-from services.tasks.network import agent_network, with_network
-from services.tasks.prepare import ImageRef
+from services.tasks.grading.bases import ImageRef
+from services.tasks.grading.cleangrade import base_commit, extract_patch, grade_patch, patch_flags, with_flags
+from services.tasks.grading.network import agent_network, with_network
+from services.tasks.grading.verifier import VerifyResult, verify
 from services.tasks.task import Task
-from services.tasks.verifier import VerifyResult, verify
+from services.tasks.task_toml import grading_policy
 
 from .agent import Budgets, Policy, SWEAgent
 from .agent.trajectory import Trajectory

@@ -9,8 +9,8 @@ from typing import Any
 
 from services.common.config import load_config
 from services.sandbox.client import SandboxManagerClient
-from services.tasks.hostsandbox import HostSandbox
-from services.tasks.prepare import ImageRef
+from services.tasks.grading.bases import ImageRef
+from services.tasks.preparation.hostsandbox import HostSandbox
 
 from .runs import Endpoints
 

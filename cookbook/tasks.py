@@ -13,7 +13,7 @@ from typing import Any
 
 from services.common.config import load_config
 from services.common.paths import DATASETS_DIR, REPO_ROOT
-from services.tasks.prepare import base_of, prepare_tasks
+from services.tasks.preparation.prepare import base_of, prepare_tasks
 from services.tasks.task import Task, TaskError, load_dataset, load_task, matches_task_id, task_aliases
 
 log = logging.getLogger("cookbook")

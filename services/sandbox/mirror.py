@@ -24,7 +24,7 @@ tools at it (:data:`SANDBOX_ENV`):
 Every request the mirror could not satisfy (a file not in the store, the registry down) is
 appended to ``/.lts-net/misses.log`` (one JSON line each, written by the host: the sandbox cannot
 write there). The verifier reads it after test.sh: a grading run that could not reach what it
-needed is an infrastructure failure, never a reward of 0 (``services.tasks.verifier``). A request
+needed is an infrastructure failure, never a reward of 0 (``services.tasks.grading.verifier``). A request
 for any other host is refused (403) and logged in ``denied.log``.
 """
 

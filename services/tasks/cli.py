@@ -8,19 +8,19 @@
     prepare_sandbox.py synth --repo DIR --out DIR --src PKG --tests PATH [...]
         Synthesise SWE-style tasks from any local Python repository.
     prepare_sandbox.py write-micro [--dest datasets/micro]
-        Regenerate the micro task set from services/tasks/micro.py.
+        Regenerate the micro task set from services/tasks/sources/micro.py.
     prepare_sandbox.py write-multiturn [--dest datasets/multiturn]
-        Regenerate the multiturn task set (--preset agent) from services/tasks/multiturn.py.
+        Regenerate the multiturn task set (--preset agent) from services/tasks/sources/multiturn.py.
     prepare_sandbox.py write-generalise [--dest datasets/generalise]
         Regenerate the generalise task set (212 tasks split by function, file and repository:
-        services/tasks/generalise.py).
+        services/tasks/sources/generalise.py).
     prepare_sandbox.py grade TASK_DIR --patch FILE [--backend local|docker] [--sandbox SPEC]
         Score a patch (a model's, SWE-bench-harness style) in a fresh sandbox from the task's base:
         prints one JSON object (reward, flags, per-test outcomes); exit 0 iff reward 1.
     prepare_sandbox.py write-swebench-sample [--dest datasets/swebench-sample]
-        Regenerate the sample set in the public Harbor / SWE-bench layout (services/tasks/swebench_sample.py).
+        Regenerate the sample set in the public Harbor / SWE-bench layout (services/tasks/sources/swebench_sample.py).
     prepare_sandbox.py write-swebench-verified-like [--dest datasets/swebench-verified-like] [--only ID]
-        Regenerate the stand-in SWE-bench Verified tasks (services/tasks/swebench_like.py; pip downloads the
+        Regenerate the stand-in SWE-bench Verified tasks (services/tasks/sources/swebench_like.py; pip downloads the
         pinned sdists; swebench 4.1.0 writes each test.sh).
     prepare_sandbox.py build-swebench-like-images [--only ID]
         Build their SWE-bench-shaped images swebench/sweb.eval.x86_64.<id>:latest on the Docker host, offline
@@ -47,25 +47,23 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
 import httpx
 
 from services.common.config import load_config
 from services.common.paths import DATASETS_DIR, REPO_ROOT
 from services.sandbox.client import SandboxManagerClient
-from services.sandbox.docker_images import OFFLINE_ENV_FLAG
+from services.sandbox.docker_images import OFFLINE_ENV_FLAG, docker_client
 
-from .cleangrade import grade_patch
-from .fetch import FetchError, fetch_task
-from .generalise import tasks as generalise_tasks
-from .generalise import write_generalise_dataset
-from .hostsandbox import host_sandbox_factory
-from .micro import SPECS, write_micro_dataset
-from .multiturn import tasks, write_multiturn_dataset
-from .prepare import ImageRef, base_of, prepare_tasks
-from .real import build_real
-from .swebench_sample import write_sample
-from .synth import synthesize
+from .grading.bases import ImageRef
+from .grading.cleangrade import grade_patch
+from .preparation.hostsandbox import host_sandbox_factory
+from .preparation.prepare import base_of, prepare_tasks
+from .sources import TaskSource, generalise, micro, multiturn, swebench_like, swebench_sample
+from .sources.fetch import FetchError, fetch_task
+from .sources.real import build_real
+from .sources.synth import synthesize
 from .task import TaskError, load_dataset, load_task
 
 DEFAULT_OUT = REPO_ROOT / "sandbox-preparation"
@@ -192,40 +190,16 @@ def cmd_synth(argv: list[str]) -> int:
     return 0 if res.tasks else 1
 
 
-def cmd_write_micro(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="prepare_sandbox.py write-micro")
-    ap.add_argument("--dest", type=Path, default=DATASETS_DIR / "micro")
-    a = ap.parse_args(argv)
-    write_micro_dataset(a.dest)
-    print(f"{len(SPECS)} micro tasks written to {a.dest}")
-    return 0
-
-
-def cmd_write_multiturn(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="prepare_sandbox.py write-multiturn")
-    ap.add_argument("--dest", type=Path, default=DATASETS_DIR / "multiturn")
-    a = ap.parse_args(argv)
-    write_multiturn_dataset(a.dest)
-    print(f"{len(tasks())} multiturn tasks written to {a.dest}")
-    return 0
-
-
-def cmd_write_generalise(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="prepare_sandbox.py write-generalise")
-    ap.add_argument("--dest", type=Path, default=DATASETS_DIR / "generalise")
-    a = ap.parse_args(argv)
-    write_generalise_dataset(a.dest)
-    print(f"{len(generalise_tasks())} generalise tasks written to {a.dest}")
-    return 0
-
-
-def cmd_write_swebench_sample(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="prepare_sandbox.py write-swebench-sample")
-    ap.add_argument("--dest", type=Path, default=DATASETS_DIR / "swebench-sample")
-    a = ap.parse_args(argv)
-    tasks = write_sample(a.dest)
-    print(f"{len(tasks)} SWE-bench-style tasks written to {a.dest}")
-    return 0
+def write_command(source: TaskSource) -> Callable[[list[str]], int]:
+    """``prepare_sandbox.py write-<name> [--dest DIR]``: (re)write one generated set (a TaskSource)."""
+    def cmd(argv: list[str]) -> int:
+        ap = argparse.ArgumentParser(prog=f"prepare_sandbox.py write-{source.name}")
+        ap.add_argument("--dest", type=Path, default=DATASETS_DIR / source.name)
+        a = ap.parse_args(argv)
+        names = source.write(a.dest)
+        print(f"{len(names)} {source.noun} written to {a.dest}")
+        return 0 if names else 1
+    return cmd
 
 
 def _offline(flag: bool) -> None:
@@ -234,28 +208,22 @@ def _offline(flag: bool) -> None:
 
 
 def cmd_write_swebench_like(argv: list[str]) -> int:
-    from . import swebench_like  # noqa: PLC0415 - imports swebench (seconds)
-
     ap = argparse.ArgumentParser(prog="prepare_sandbox.py write-swebench-verified-like")
     ap.add_argument("--dest", type=Path, default=swebench_like.DEFAULT_DEST)
     ap.add_argument("--cache", type=Path, default=swebench_like.DEFAULT_CACHE, help="downloads, repos, wheels")
     ap.add_argument("--only", action="append", help="only this instance id (repeatable)")
     a = ap.parse_args(argv)
-    tasks = swebench_like.write_dataset(a.dest, a.cache, a.only)
-    print(f"{len(tasks)} stand-in SWE-bench Verified tasks written to {a.dest}")
-    return 0 if tasks else 1
+    names = swebench_like.SOURCE.write(a.dest, a.cache, a.only)
+    print(f"{len(names)} {swebench_like.SOURCE.noun} written to {a.dest}")
+    return 0 if names else 1
 
 
 def cmd_build_swebench_like(argv: list[str]) -> int:
-    from . import swebench_like  # noqa: PLC0415
-
     ap = argparse.ArgumentParser(prog="prepare_sandbox.py build-swebench-like-images")
     ap.add_argument("--dest", type=Path, default=swebench_like.DEFAULT_DEST, help="the task files (base-commit check)")
     ap.add_argument("--cache", type=Path, default=swebench_like.DEFAULT_CACHE)
     ap.add_argument("--only", action="append", help="only this instance id (repeatable)")
     a = ap.parse_args(argv)
-    from services.sandbox.docker_images import docker_client  # noqa: PLC0415
-
     for image in swebench_like.build_images(docker_client(), a.cache, a.dest, a.only):
         print(image)
     return 0
@@ -265,7 +233,7 @@ def cmd_fetch(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="prepare_sandbox.py --task ROOT --task-id ID",
                                  description="Copy one Harbor task byte for byte into ROOT/assets/harbor-tasks/ID/ "
                                              "and record it in ROOT/sandbox-preparation/manifest.json "
-                                             "(services/tasks/fetch.py).")
+                                             "(services/tasks/sources/fetch.py).")
     ap.add_argument("--task", type=Path, required=True, metavar="ROOT", help="the seed system's root")
     ap.add_argument("--task-id", required=True, help="the task's directory name, e.g. sympy__sympy-19637")
     ap.add_argument("--source", default=None,
@@ -291,7 +259,7 @@ def cmd_fetch(argv: list[str]) -> int:
 def cmd_grade(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="prepare_sandbox.py grade",
                                  description="Grade a patch against a task in a fresh sandbox from the task's base "
-                                             "(services/tasks/cleangrade.py); prints one JSON object.")
+                                             "(services/tasks/grading/cleangrade.py); prints one JSON object.")
     ap.add_argument("task", type=Path, help="task dir (Harbor layout)")
     ap.add_argument("--patch", required=True, help="git / unified diff against the task's base ('-' = stdin)")
     ap.add_argument("--backend", default="local", choices=["local", "docker"],
@@ -338,26 +306,25 @@ def cmd_grade(argv: list[str]) -> int:
     return 0 if res.reward == 1.0 else 1
 
 
+# The built-in sets' generators (sources/): each gets `write-<name>`.
+SOURCES: tuple[TaskSource, ...] = (micro.SOURCE, multiturn.SOURCE, generalise.SOURCE, swebench_sample.SOURCE,
+                                   swebench_like.SOURCE)
+# argv[0] -> handler of the rest; anything else: --task ROOT --task-id ID (fetch one task), else prepare TARGETs.
+COMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "grade": cmd_grade,
+    "synth": cmd_synth,
+    **{f"write-{s.name}": write_command(s) for s in SOURCES},
+    "write-swebench-verified-like": cmd_write_swebench_like,   # + --cache / --only
+    "build-swebench-like-images": cmd_build_swebench_like,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "grade":
-        return cmd_grade(argv[1:])
-    if argv and argv[0] == "write-swebench-sample":
-        return cmd_write_swebench_sample(argv[1:])
-    if argv and argv[0] == "write-swebench-verified-like":
-        return cmd_write_swebench_like(argv[1:])
-    if argv and argv[0] == "build-swebench-like-images":
-        return cmd_build_swebench_like(argv[1:])
+    if argv and argv[0] in COMMANDS:
+        return COMMANDS[argv[0]](argv[1:])
     if any(x == "--task" or x.startswith("--task=") for x in argv):
         return cmd_fetch(argv)
-    if argv and argv[0] == "synth":
-        return cmd_synth(argv[1:])
-    if argv and argv[0] == "write-micro":
-        return cmd_write_micro(argv[1:])
-    if argv and argv[0] == "write-multiturn":
-        return cmd_write_multiturn(argv[1:])
-    if argv and argv[0] == "write-generalise":
-        return cmd_write_generalise(argv[1:])
     return cmd_prepare(argv)
 
 

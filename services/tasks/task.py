@@ -30,8 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .hacks import grading_policy
-from .task_toml import TaskConfig, unknown_keys
+from .task_toml import TaskConfig, grading_policy, unknown_keys
 
 
 class TaskError(ValueError):

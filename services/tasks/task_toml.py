@@ -11,6 +11,7 @@ typo such as ``timeout_secs`` does not go unnoticed.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from enum import Enum
@@ -19,6 +20,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SCHEMA_VERSION = "1.4"
+# [metadata.grading]: the hack flags a task may set a policy for (grading/hacks.py raises them), the policies
+KINDS = ("hack:test-file", "hack:conftest", "hack:test-config", "hack:interpreter", "hack:shadow-module",
+         "hack:compiled", "hack:git-internals", "hack:path-escape", "hack:reward-file", "hack:test-runner",
+         "hack:outside-workspace")
+POLICIES = ("zero", "flag")
 
 
 class NetworkMode(str, Enum):
@@ -204,3 +210,27 @@ def unknown_keys(data: dict[str, Any], model: type[BaseModel] = TaskConfig, pref
                 out.extend(unknown_keys(value, c, f"{prefix}{key}."))
                 break
     return out
+
+
+def grading_policy(config_metadata: dict[str, Any] | None) -> tuple[tuple[float, float], dict[str, str]]:
+    """(reward range, {flag: policy}) from ``[metadata.grading]`` of task.toml (the flags: grading/hacks.py)::
+
+        [metadata.grading]
+        reward_range = [0.0, 1.0]          # rewards outside are rejected (reward 0)
+        hacks = { "hack:test-runner" = "flag" }   # "zero" (default: reward 0) or "flag" (recorded only)
+    """
+    g = (config_metadata or {}).get("grading") or {}
+    if not isinstance(g, dict):
+        raise ValueError(f"[metadata.grading] must be a table, got {g!r}")
+    rng = g.get("reward_range", (0.0, 1.0))
+    try:
+        lo, hi = (float(x) for x in rng)
+    except (TypeError, ValueError):
+        raise ValueError(f"reward_range must be [low, high], got {rng!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+        raise ValueError(f"reward_range must be finite with low <= high, got {rng!r}")
+    policies = {str(k): str(v) for k, v in (g.get("hacks") or {}).items()}
+    bad = {k: v for k, v in policies.items() if v not in POLICIES or k not in KINDS}
+    if bad:
+        raise ValueError(f"[metadata.grading] hacks: unknown flag or policy {bad}; flags {KINDS}, policies {POLICIES}")
+    return (lo, hi), policies

@@ -18,10 +18,10 @@ from cookbook.presets import PRESETS
 from cookbook.rollout import agent_config
 from cookbook.tasks import load_tasks
 from helpers import REPO
-from services.tasks.hostsandbox import HostSandbox
+from services.tasks.grading.verifier import verify
+from services.tasks.preparation.hostsandbox import HostSandbox
+from services.tasks.preparation.workspace import build_base
 from services.tasks.task import load_dataset
-from services.tasks.verifier import verify
-from services.tasks.workspace import build_base
 
 MICRO = REPO / "datasets" / "micro"
 

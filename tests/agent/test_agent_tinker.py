@@ -14,9 +14,9 @@ from transformers import AutoTokenizer
 from cookbook.agent import Budgets, SWEAgent
 from cookbook.agent.agent import TinkerPolicy
 from helpers import REPO
-from services.tasks.hostsandbox import HostSandbox
+from services.tasks.preparation.hostsandbox import HostSandbox
+from services.tasks.preparation.workspace import build_base
 from services.tasks.task import load_dataset
-from services.tasks.workspace import build_base
 
 
 def test_sampled_multi_turn_rollout_is_token_exact(backend, tmp_path):

@@ -13,10 +13,10 @@ from unittest import mock
 import cookbook.rollout as rollout_mod
 from cookbook.rollout import AgentConfig, Rollouts, _WriteLog
 from helpers import REPO
-from services.tasks.cleangrade import base_commit, extract_patch
-from services.tasks.hostsandbox import HostSandbox
+from services.tasks.grading.cleangrade import base_commit, extract_patch
+from services.tasks.preparation.hostsandbox import HostSandbox
+from services.tasks.preparation.workspace import build_base
 from services.tasks.task import load_dataset
-from services.tasks.workspace import build_base
 
 
 def _with_gold_edit(text: str, edit: dict) -> str:

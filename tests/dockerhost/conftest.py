@@ -23,7 +23,8 @@ import pytest
 import yaml
 
 from services.sandbox.client import SandboxManagerClient
-from services.tasks.prepare import ImageRef, prepare_tasks
+from services.tasks.grading.bases import ImageRef
+from services.tasks.preparation.prepare import prepare_tasks
 from services.tasks.task import load_dataset
 
 REPO = Path(__file__).resolve().parents[2]

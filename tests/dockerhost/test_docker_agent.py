@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cookbook.modelservice.agent_runner import AGENT_VENV, run_mini_swe_agent
-from services.tasks.prepare import base_of
+from services.tasks.preparation.prepare import base_of
 
 from .conftest import REPO, DockerAdmin, free_port
 

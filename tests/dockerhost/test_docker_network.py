@@ -15,10 +15,10 @@ import os
 import pytest
 
 from services.sandbox.docker_images import task_image
-from services.tasks.cleangrade import grade_patch
-from services.tasks.prepare import base_of, prepare_tasks
+from services.tasks.grading.cleangrade import grade_patch
+from services.tasks.grading.verifier import verify
+from services.tasks.preparation.prepare import base_of, prepare_tasks
 from services.tasks.task import load_task
-from services.tasks.verifier import verify
 
 from .bigrepo import big_image, uv_binary, write_parser_task, write_task
 from .conftest import DockerAdmin, containers_of, free_port, manager_factory

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from services.tasks.prepare import base_of, prepare_tasks
+from services.tasks.preparation.prepare import base_of, prepare_tasks
 from services.tasks.task import load_task
 
 from .conftest import DockerAdmin, containers_of, free_port, manager_factory

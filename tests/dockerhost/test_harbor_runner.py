@@ -1,5 +1,5 @@
 """Harbor's own runner (harbor==0.26.0, .venv-harbor from `bash setup.sh harbor`) as an outside
-check: `harbor run -a oracle -e services.sandbox.harbor_env:LtsSandboxEnvironment` scores reward 1
+check: `harbor run -a oracle -e services.tasks.harbor_env:LtsSandboxEnvironment` scores reward 1
 on every sample task through our sandbox manager's docker backend; the `nop` agent scores 0."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _harbor(admin, agent: str, path: Path, jobs: Path) -> dict[str, float]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LTS_SANDBOX_URL": admin.url,
            "LTS_SANDBOX_KEY": admin.key, "PYTHONPATH": str(REPO)}
     r = subprocess.run([str(HARBOR), "run", "-p", str(path), "-a", agent, "-n", "3", "-o", str(jobs),
-                        "-e", "services.sandbox.harbor_env:LtsSandboxEnvironment"],
+                        "-e", "services.tasks.harbor_env:LtsSandboxEnvironment"],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rewards = {}

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from cookbook.rollout import AgentConfig, Rollouts
-from services.tasks.prepare import base_of
+from services.tasks.preparation.prepare import base_of
 
 from .conftest import REPO, manager_factory
 

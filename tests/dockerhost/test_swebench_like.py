@@ -1,4 +1,4 @@
-"""The stand-in SWE-bench Verified tasks (datasets/swebench-verified-like, services/tasks/swebench_like.py)
+"""The stand-in SWE-bench Verified tasks (datasets/swebench-verified-like, services/tasks/sources/swebench_like.py)
 on real containers: the generator reproduces the committed task files byte for byte (swebench 4.1.0
 writes test.sh), the images are shaped like SWE-bench's (conda activate testbed, editable install,
 ≥ 20,000 commits, pack ≥ 150 MB, future commits reachable), and each task's own test.sh, run in a
@@ -32,10 +32,10 @@ import pytest
 from helpers import read_json, run_sh
 from services.sandbox import offline_build
 from services.sandbox.docker_images import OFFLINE_CACHE, environment_image
-from services.tasks import swebench_like as sl
-from services.tasks.cleangrade import grade_patch
-from services.tasks.network import verifier_network
-from services.tasks.prepare import base_of, prepare_tasks
+from services.tasks.grading.cleangrade import grade_patch
+from services.tasks.grading.network import verifier_network
+from services.tasks.preparation.prepare import base_of, prepare_tasks
+from services.tasks.sources import swebench_like as sl
 from services.tasks.task import load_dataset, load_task
 
 from .conftest import containers_of, manager_factory

@@ -95,7 +95,7 @@ def test_cookbook_harbor_rl_trains_with_our_sandboxes(backend, sandbox_admin, tm
     from tinker_cookbook.sandbox import SandboxInterface  # noqa: PLC0415
 
     from services.tasks.task import load_task  # noqa: PLC0415
-    from services.tasks.workspace import build_base  # noqa: PLC0415
+    from services.tasks.preparation.workspace import build_base  # noqa: PLC0415
 
     t0 = time.time()
     register_thread_safe_tokenizer(TINY_NAME)  # the recipe renders in threads on one tokenizer

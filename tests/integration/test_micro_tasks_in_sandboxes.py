@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from helpers import REPO
-from services.tasks.prepare import prepare_tasks
+from services.tasks.preparation.prepare import prepare_tasks
 from services.tasks.task import load_dataset
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing (bash setup.sh system)")

@@ -28,8 +28,8 @@ from cookbook.modelservice.agent_runner import MiniSweAgent
 from cookbook.rollout import AgentConfig, Rollouts
 from helpers import REPO, ForcedPolicy
 from services.sandbox.client import SandboxManagerClient
+from services.tasks.preparation.workspace import build_base
 from services.tasks.task import load_dataset
-from services.tasks.workspace import build_base
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,8 @@ from cookbook.modelservice.render import reply_message
 from helpers import REPO
 from services.sandbox.client import SandboxManagerClient
 from services.sandbox.errors import BadRequest
+from services.tasks.preparation.workspace import build_base
 from services.tasks.task import load_dataset
-from services.tasks.workspace import build_base
 
 pytestmark = pytest.mark.slow
 

@@ -22,9 +22,10 @@ from services.sandbox.backends.base import ExecRequest, SandboxSpec, bash
 from services.sandbox.backends.rock_backend import RockBackend
 from services.sandbox.client import SandboxManagerClient
 from services.sandbox.limits import Limits
-from services.tasks.prepare import ImageRef, prepare_tasks
+from services.tasks.grading.bases import ImageRef
+from services.tasks.preparation.prepare import prepare_tasks
+from services.tasks.preparation.workspace import build_base
 from services.tasks.task import load_dataset
-from services.tasks.workspace import build_base
 
 from .conftest import BASE_IMAGE, REPO
 

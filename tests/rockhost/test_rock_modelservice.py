@@ -35,8 +35,8 @@ from cookbook.modelservice.rock_pull import RockPullMiniSweAgent
 from cookbook.rollout import AgentConfig, Failures, Rollouts
 from helpers import ForcedPolicy, read_json, run_sh
 from services.sandbox.client import SandboxManagerClient
+from services.tasks.preparation.workspace import build_base
 from services.tasks.task import load_dataset
-from services.tasks.workspace import build_base
 
 from .conftest import BASE_IMAGE, REPO
 from .test_real_rock import rock_containers

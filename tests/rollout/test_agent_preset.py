@@ -27,8 +27,8 @@ from cookbook.gold import gold_turns_for
 from cookbook.report import write_reports
 from cookbook.rollout import Rollouts, agent_config
 from helpers import REPO
-from services.tasks.multiturn import VARIANTS, write_multiturn_dataset
-from services.tasks.prepare import base_of, prepare_tasks
+from services.tasks.preparation.prepare import base_of, prepare_tasks
+from services.tasks.sources.multiturn import VARIANTS, write_multiturn_dataset
 from services.tasks.task import hash_tree, load_dataset
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing (bash setup.sh system)")

@@ -25,10 +25,10 @@ from cookbook.config import build
 from cookbook.rl_loop import RLState, rl_step
 from cookbook.rollout import AgentConfig, Failures, Rollouts
 from helpers import REPO
-from services.tasks.hostsandbox import HostSandbox
+from services.tasks.grading.verifier import VerifyResult
+from services.tasks.preparation.hostsandbox import HostSandbox
+from services.tasks.preparation.workspace import build_base
 from services.tasks.task import load_dataset
-from services.tasks.verifier import VerifyResult
-from services.tasks.workspace import build_base
 
 DEADLINE_S = 120
 CFG = AgentConfig(tools=["edit"], compact_schemas=True, budgets=Budgets(max_turns=1, max_output_tokens=56))

@@ -17,8 +17,8 @@ from cookbook.agent.agent import SampleOut
 from cookbook.agent.scripted import gold_turns
 from cookbook.rollout import AgentConfig, Failures, Rollouts
 from services.sandbox.client import SandboxManagerClient
+from services.tasks.preparation.workspace import build_base
 from services.tasks.task import load_dataset
-from services.tasks.workspace import build_base
 
 from .conftest import REPO, free_port, requires_bwrap, requires_root, run, start_admin, wait_no_leftovers, write_config
 

@@ -8,11 +8,11 @@ import shutil
 import pytest
 from taskhelpers import commit_all, git, run, write
 
-from services.tasks.adapters import r2egym_to_task, swebench_to_task
-from services.tasks.hostsandbox import HostSandbox, host_sandbox_factory
-from services.tasks.prepare import validate_task
+from services.tasks.preparation.hostsandbox import HostSandbox, host_sandbox_factory
+from services.tasks.preparation.prepare import validate_task
+from services.tasks.preparation.workspace import build_base, check_history
+from services.tasks.sources.adapters import r2egym_to_task, swebench_to_task
 from services.tasks.task import load_task
-from services.tasks.workspace import build_base, check_history
 
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 FIXED = BUGGY.replace("a - b", "a + b")

@@ -14,7 +14,7 @@ import pytest
 
 from services.sandbox import offline_build
 from services.sandbox.docker_images import OFFLINE_CACHE
-from services.tasks.fetch import FetchError, fetch_task, find_task
+from services.tasks.sources.fetch import FetchError, fetch_task, find_task
 from services.tasks.task import load_task
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The generalise set (services/tasks/generalise.py): large enough (>= 150 train, >= 50 held-out), split by
+"""The generalise set (services/tasks/sources/generalise.py): large enough (>= 150 train, >= 50 held-out), split by
 function, file and repository (no held-out function, name, module path, package or function code is seen in
 a train task), no drift from the generator, and its tasks validate (gold = 1, empty = 0)."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from taskhelpers import REPO, run
 
-from services.tasks.generalise import tasks, write_generalise_dataset
-from services.tasks.prepare import prepare_tasks
+from services.tasks.preparation.prepare import prepare_tasks
+from services.tasks.sources.generalise import tasks, write_generalise_dataset
 from services.tasks.task import hash_tree, load_dataset
 
 GENERALISE = REPO / "datasets" / "generalise"

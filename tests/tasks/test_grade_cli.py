@@ -12,14 +12,15 @@ import pytest
 from taskhelpers import copy_micro, run
 
 from helpers import REPO
-from services.tasks.cleangrade import apply_patch, base_commit, extract_patch
-from services.tasks.grading import junit_nodeid, parse_junit, statuses_by_nodeid
-from services.tasks.hacks import classify_patch, file_of_test, grading_policy, swe_test_ids, task_test_files
-from services.tasks.hostsandbox import HostSandbox
-from services.tasks.prepare import prepare_tasks
+from services.tasks.grading.cleangrade import apply_patch, base_commit, extract_patch
+from services.tasks.grading.grade import junit_nodeid, parse_junit, statuses_by_nodeid
+from services.tasks.grading.hacks import classify_patch, file_of_test, swe_test_ids, task_test_files
+from services.tasks.grading.verifier import verify
+from services.tasks.preparation.hostsandbox import HostSandbox
+from services.tasks.preparation.prepare import prepare_tasks
+from services.tasks.preparation.workspace import build_base
 from services.tasks.task import TaskError, load_task
-from services.tasks.verifier import verify
-from services.tasks.workspace import build_base
+from services.tasks.task_toml import grading_policy
 
 CLAMP = REPO / "datasets" / "micro" / "clamp"
 

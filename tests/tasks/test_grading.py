@@ -1,6 +1,6 @@
 """The SWE-bench-style grader: log parsing and the FAIL_TO_PASS / PASS_TO_PASS rule."""
 
-from services.tasks.grading import grade, parse_pytest_log
+from services.tasks.grading.grade import grade, parse_pytest_log
 
 LOG = """\
 ============================= test session starts ==============================

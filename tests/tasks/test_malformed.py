@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from taskhelpers import copy_micro, run
 
-from services.tasks.hostsandbox import HostSandbox
-from services.tasks.prepare import prepare_tasks
+from services.tasks.grading.verifier import verify
+from services.tasks.preparation.hostsandbox import HostSandbox
+from services.tasks.preparation.prepare import prepare_tasks
+from services.tasks.preparation.workspace import build_base
 from services.tasks.task import TaskError, load_dataset, load_task
-from services.tasks.verifier import verify
-from services.tasks.workspace import build_base
 
 # ---------------------------------------------------------------------------------- loading
 

@@ -12,8 +12,8 @@ import time
 import pytest
 from taskhelpers import MICRO, REPO, run
 
-from services.tasks.micro import SPECS, write_micro_dataset
-from services.tasks.prepare import prepare_tasks
+from services.tasks.preparation.prepare import prepare_tasks
+from services.tasks.sources.micro import SPECS, write_micro_dataset
 from services.tasks.task import hash_tree, load_dataset
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from services.tasks.network import agent_network, verifier_network, with_network
-from services.tasks.prepare import ImageRef
+from services.tasks.grading.bases import ImageRef
+from services.tasks.grading.network import agent_network, verifier_network, with_network
 from services.tasks.task import load_task
 
 
@@ -38,7 +38,7 @@ def _task(tmp: Path, agent: str | None, verifier: str | None) -> object:
 
 def test_agent_network_is_none_by_default_and_logged(tmp_path, caplog):
     task = _task(tmp_path / "t1", "public", "public")
-    with caplog.at_level(logging.INFO, logger="services.tasks.network"):
+    with caplog.at_level(logging.INFO, logger="services.tasks.grading.network"):
         assert agent_network(task) == "none"
     assert "overridden" in caplog.text
     assert agent_network(task, "task") == "public"

@@ -25,9 +25,9 @@ from cookbook.agent.scripted import tool_call_text
 from cookbook.report import write_viewer
 from cookbook.rollout import AgentConfig, Failures, Rollouts, save_rollout
 from helpers import REPO
-from services.tasks.hacks import KINDS
+from services.tasks.preparation.workspace import build_base
 from services.tasks.task import load_dataset, load_task
-from services.tasks.workspace import build_base
+from services.tasks.task_toml import KINDS
 
 MICRO = REPO / "datasets" / "micro"
 HACK_TASKS = ["clamp", "sum_list"]

@@ -1,4 +1,4 @@
-"""parser.py of the stand-in SWE-bench tasks (services/tasks/swebench_like.py) grades like SWE-bench:
+"""parser.py of the stand-in SWE-bench tasks (services/tasks/sources/swebench_like.py) grades like SWE-bench:
 resolved iff every FAIL_TO_PASS test passed and every PASS_TO_PASS test passed; a test missing from
 the log is a failure (not a silent success); a crash is exit 2 (no reward), never 0."""
 
@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from services.tasks import swebench_like as sl
+from services.tasks.sources import swebench_like as sl
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = REPO / "datasets" / "swebench-verified-like" / "psf__requests-90003"

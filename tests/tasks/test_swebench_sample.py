@@ -1,5 +1,5 @@
 """The committed sample set in the public Harbor / SWE-bench layout (datasets/swebench-sample) is what
-services/tasks/swebench_sample.py generates, loads as public-layout tasks, and its repository
+services/tasks/sources/swebench_sample.py generates, loads as public-layout tasks, and its repository
 bundles hold the whole history: the base commit of tests/config.json and, after it, the fix."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from services.tasks.swebench_sample import SPECS, write_sample
+from services.tasks.sources.swebench_sample import SPECS, write_sample
 from services.tasks.task import load_dataset
 
 SAMPLE = Path(__file__).resolve().parents[2] / "datasets" / "swebench-sample"

@@ -10,11 +10,11 @@ import sys
 import pytest
 from taskhelpers import REPO, commit_all, git, run, write
 
-from services.tasks.hostsandbox import host_sandbox_factory
-from services.tasks.prepare import validate_task
-from services.tasks.synth import Mutation, find_mutations, synthesize
+from services.tasks.preparation.hostsandbox import host_sandbox_factory
+from services.tasks.preparation.prepare import validate_task
+from services.tasks.preparation.workspace import build_base
+from services.tasks.sources.synth import Mutation, find_mutations, synthesize
 from services.tasks.task import hash_tree, load_dataset
-from services.tasks.workspace import build_base
 
 LIB = '''\
 """A small library for the synthesiser test."""

@@ -45,7 +45,7 @@ def test_validation_names_a_missing_verifier_tool(sandbox_admin, tmp_path: Path)
 
 
 def test_tool_calls_of_the_published_test_sh():
-    from services.tasks.prepare import verifier_tool_calls  # noqa: PLC0415 (the function under test: item 2)
+    from services.tasks.preparation.prepare import verifier_tool_calls  # noqa: PLC0415 (the function under test: item 2)
     from services.tasks.task import load_task  # noqa: PLC0415
 
     published = load_task(REPO / "datasets" / "swebench-verified-like" / "pallets__flask-90001")
@@ -54,7 +54,7 @@ def test_tool_calls_of_the_published_test_sh():
 
 
 def test_a_test_sh_that_installs_uv_itself_is_not_checked(tmp_path: Path):
-    from services.tasks.prepare import verifier_tool_calls  # noqa: PLC0415
+    from services.tasks.preparation.prepare import verifier_tool_calls  # noqa: PLC0415
     from services.tasks.task import load_task  # noqa: PLC0415
 
     task = tmp_path / "clamp"

@@ -20,7 +20,7 @@ from typing import Any
 
 from services.common.sandbox_api import Sandbox
 
-from .task import Task, TaskError
+from ..task import Task, TaskError
 
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "lts", "GIT_AUTHOR_EMAIL": "lts@localhost",

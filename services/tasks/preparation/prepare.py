@@ -9,7 +9,7 @@
 * ``base``: base dir, single commit id, tree id,
 * ``validation``: gold reward (must be 1), empty reward (must be 0), history problems (must be
   none), ``patches``: the empty patch and a patch deleting the failing test graded in clean
-  sandboxes (both must be 0; ``services.tasks.cleangrade.validate_delete_test``), reasons, timings,
+  sandboxes (both must be 0; ``services.tasks.grading.cleangrade.validate_delete_test``), reasons, timings,
 * ``excluded`` / ``reason``: tasks that failed to load, build or validate.
 
 Re-runs are idempotent: a task whose ``task_hash`` is unchanged, whose base still exists and
@@ -20,54 +20,34 @@ Validation uses any sandbox: ``factory(base) -> Sandbox`` (awaitable), where ``b
 directory, or an :class:`ImageRef` (the scrubbed task image) for tasks whose repo lives inside their
 image (public Harbor layout, ``backend="docker"``: ``base`` in the manifest is then ``{"image",
 "commit", "tree", "workdir", "env_image"}``; see services.sandbox.docker_images). The dev default is
-``services.tasks.hostsandbox.host_sandbox_factory``; the sandbox manager's client plugs in here.
+``services.tasks.preparation.hostsandbox.host_sandbox_factory``; the sandbox manager's client plugs in here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 from tqdm import tqdm
 
 from services.common.sandbox_api import Sandbox
 from services.sandbox.docker_images import OFFLINE_LABEL, SCRUB_VERSION, docker_client, task_image
 
+from ..grading.bases import ImageRef, SandboxFactory
+from ..grading.cleangrade import validate_delete_test
+from ..grading.network import verifier_network, with_network
+from ..grading.verifier import verify
+from ..task import Task, TaskError, combined_hash
+from ..task_toml import resolve_env
 from .hostsandbox import host_sandbox_factory
-from .network import verifier_network, with_network
-from .task import Task, TaskError, combined_hash
-from .task_toml import resolve_env
-from .verifier import verify
+from .manifest import load_manifest, save_manifest
 from .workspace import build_base, changed_blobs, check_history
-
-
-class ImageRef(str):
-    """A docker image name handed to a sandbox factory instead of a base directory; ``commit`` is
-    the base commit of the repo inside it (what a patch is taken against)."""
-
-    commit: str | None = None
-    limits: dict[str, Any] | None = None   # the task's [environment] cpus / memory_mb / storage_mb (as disk_mb)
-    network: str | None = None             # the sandbox's network mode (services.tasks.network)
-
-    def __new__(cls, image: str, commit: str | None = None, limits: dict[str, Any] | None = None,
-                network: str | None = None) -> "ImageRef":
-        ref = super().__new__(cls, image)
-        ref.commit, ref.limits, ref.network = commit, limits, network
-        return ref
-
-    def with_network(self, network: str | None) -> "ImageRef":
-        return ImageRef(str(self), self.commit, self.limits, network)
-
-
-SandboxFactory = Callable[[Path | ImageRef], Awaitable[Sandbox]]
-MANIFEST_VERSION = 1
 
 
 def base_of(entry: dict[str, Any]) -> Path | ImageRef:
@@ -192,7 +172,6 @@ async def validate_task(task: Task, base_dir: Path | ImageRef, factory: SandboxF
             reasons.append(f"untouched workspace scored {empty.reward:g} (expected 0)")
     finally:
         await sb.close()
-    from .cleangrade import validate_delete_test  # noqa: PLC0415 (cleangrade imports this module)
     v.patches = {"empty_patch_reward": v.empty_reward,  # = clean grading of the empty patch
                  **await validate_delete_test(task, base_dir, factory, verifier_timeout)}
     if str(v.patches.get("delete_test_error", "")).startswith("infrastructure"):
@@ -202,31 +181,6 @@ async def validate_task(task: Task, base_dir: Path | ImageRef, factory: SandboxF
             reasons.append(f"{key.replace('_', ' ')} is {v.patches[key]:g} (expected 0)")
     v.reasons, v.ok, v.seconds = reasons, not reasons, time.monotonic() - t0
     return v
-
-
-# ------------------------------------------------------------------------------------------
-# manifest
-
-
-def load_manifest(out_dir: Path) -> dict[str, Any]:
-    p = out_dir / "manifest.json"
-    if p.exists():
-        try:
-            data = json.loads(p.read_text())
-            if data.get("version") == MANIFEST_VERSION:
-                return data
-        except (json.JSONDecodeError, AttributeError):
-            pass
-    return {"version": MANIFEST_VERSION, "tasks": {}}
-
-
-def save_manifest(out_dir: Path, manifest: dict[str, Any]) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    p = out_dir / "manifest.json"
-    tmp = p.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    tmp.replace(p)
-    return p
 
 
 def _source_of(task: Task) -> dict[str, Any]:

@@ -9,7 +9,7 @@
   ``registry``: no interface but loopback, and through it only the manager's package-registry /
   upstream-file mirror (services.sandbox.mirror). Anything else: ``none``.
 
-Only tasks whose repo lives in their image (an :class:`~services.tasks.prepare.ImageRef` base,
+Only tasks whose repo lives in their image (an :class:`~services.tasks.grading.bases.ImageRef` base,
 docker backend) carry a network mode; directory bases (local backend) never have a network.
 """
 
@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .task import Task
+from ..task import Task
 
 log = logging.getLogger(__name__)
 AGENT_POLICIES = ("none", "task")

@@ -2,7 +2,7 @@
 
     LTS_SANDBOX_URL=http://127.0.0.1:18080 LTS_SANDBOX_KEY=... \\
     .venv-harbor/bin/harbor run -p datasets/swebench-sample/sample__stats-202 -a oracle \\
-        -e services.sandbox.harbor_env:LtsSandboxEnvironment
+        -e services.tasks.harbor_env:LtsSandboxEnvironment
 
 Needs Harbor (``bash setup.sh harbor``: harbor==0.26.0 on Python 3.12 in .venv-harbor) and a
 sandbox manager running its docker backend. ``start`` builds and history-scrubs the task's image
@@ -10,6 +10,10 @@ sandbox manager running its docker backend. ``start`` builds and history-scrubs 
 sandbox of it with the task's cpus / memory; every Harbor call (exec, uploads, downloads) is a call
 of the manager's API. Containers have no network, so tasks asking for public network still get
 none (the capability ``disable_internet`` is what we offer).
+
+It lives in the task library, not in ``services/sandbox``: it loads the Harbor task (``task.py``) and uses the
+sandbox manager only through its public modules (``client``, ``docker_images``), so imports point one way,
+tasks -> sandbox.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from harbor.environments.capabilities import EnvironmentCapabilities
 
 from services.sandbox.client import SandboxManagerClient
 from services.sandbox.docker_images import docker_client, task_image
-from services.tasks.task import load_task
+
+from .task import load_task
 
 
 class LtsSandboxEnvironment(BaseEnvironment):

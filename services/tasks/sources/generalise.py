@@ -4,7 +4,7 @@ tools: read / search / edit / run_test / submit ...), graded by the same verifie
 
 Split by function, file and repository:
 
-* **function**: the 50 micro specs (services/tasks/micro.py) are divided: every 4th (12) is held out,
+* **function**: the 50 micro specs (services/tasks/sources/micro.py) are divided: every 4th (12) is held out,
   the other 38 train. A held-out task's function, its bug and its tests are never in a train task.
 * **names**: each spec becomes several tasks (4 train, 5 held-out), each with the function renamed
   (``compute_<fn>``, ``<fn>_value`` ...), every parameter and local renamed from a seeded pool, in a
@@ -22,19 +22,14 @@ from __future__ import annotations
 
 import ast
 import builtins
-import json
 import keyword
 import random
-import re
-import shutil
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
+from . import SetWriter
 from .micro import SPECS as MICRO_SPECS
-from .micro import MicroSpec, check_spec
-from .multiturn import rename
-from .swe import unified_diff, write_swe_task
+from .micro import MicroSpec
+from .onebug import BugTask, renamed_spec, write_bug_dataset
 
 ORG = "lts-generalise"
 HELDOUT_EVERY = 4
@@ -54,32 +49,6 @@ MODULES = {"train": ("utils", "helpers", "core", "ops", "tools", "funcs", "lib",
 IDENTS = ("a", "b", "c", "d", "e", "f", "g", "k", "m", "n", "p", "q", "r", "t", "u", "v", "w", "x", "y", "z",
           "val", "num", "item", "items", "seq", "data", "arr", "vals", "lst", "acc", "res", "cur", "idx", "elem",
           "count", "text", "word", "left", "right", "low", "high", "step", "size", "value", "other", "first")
-
-
-@dataclass(frozen=True)
-class GenTask:
-    name: str            # task id: lts-generalise/<name>
-    package: str         # the repository's package (one per task)
-    module: str          # <package>/<module>.py holds the function
-    spec: MicroSpec      # the renamed spec
-    prefix: str          # correct code above the function ('' or a function + two blank lines)
-    split: str
-    base_fn: str         # the micro spec it comes from
-
-    @property
-    def path(self) -> str:
-        return f"{self.package}/{self.module}.py"
-
-    @property
-    def test_file(self) -> str:
-        return f"test_{self.spec.fn}.py"
-
-    @property
-    def line(self) -> int:
-        return self.spec.line + len(self.prefix.splitlines())
-
-    def source(self, buggy: bool) -> str:
-        return self.prefix + (self.spec.buggy_code() if buggy else self.spec.code)
 
 
 def split_of(index: int) -> str:
@@ -107,15 +76,11 @@ def variant_spec(spec: MicroSpec, new_fn: str, rng: random.Random) -> MicroSpec:
     olds = _locals(spec.code)
     taken = (_all_names(spec.code) - set(olds)) | set(dir(builtins)) | set(keyword.kwlist) | {new_fn}
     pool = [n for n in IDENTS if n not in taken]
-    mapping = {spec.fn: new_fn, **dict(zip(olds, rng.sample(pool, len(olds)), strict=True))}
-    call = re.compile(rf"\b{re.escape(spec.fn)}\(")
-    return MicroSpec(new_fn, rename(spec.code, mapping), spec.line, rename(spec.bug, mapping),
-                     tuple(call.sub(f"{new_fn}(", e) for e in spec.visible),
-                     tuple(call.sub(f"{new_fn}(", e) for e in spec.hidden))
+    return renamed_spec(spec, new_fn, dict(zip(olds, rng.sample(pool, len(olds)), strict=True)))
 
 
-def tasks() -> list[GenTask]:
-    out: list[GenTask] = []
+def tasks() -> list[BugTask]:
+    out: list[BugTask] = []
     by_split: dict[str, list[MicroSpec]] = {"train": [], "heldout": []}
     for i, s in enumerate(MICRO_SPECS):
         by_split[split_of(i)].append(s)
@@ -134,61 +99,17 @@ def tasks() -> list[GenTask]:
                         prefix = other.code + "\n\n"
                 package = packages.pop()
                 module = MODULES[split][(j + k) % len(MODULES[split])]
-                out.append(GenTask(f"{package}-{new.fn}", package, module, new, prefix, split, spec.fn))
+                out.append(BugTask(f"{package}-{new.fn}", package, module, new, split, spec.fn, prefix))
     return out
-
-
-def _test_file(t: GenTask, hidden: bool) -> str:
-    fn = t.spec.fn
-    body = f"from {t.package}.{t.module} import {fn}\n\n\ndef test_{fn}():\n"
-    body += "".join(f"    assert {e}\n" for e in t.spec.visible)
-    if hidden:
-        body += f"\n\ndef test_{fn}_hidden():\n" + "".join(f"    assert {e}\n" for e in t.spec.hidden)
-    return body
-
-
-def instruction(t: GenTask, failing_assert: str) -> str:
-    return (f"Fix the bug in {t.path}.\n"
-            f"Failing test: {t.test_file}::test_{t.spec.fn}\n"
-            f"    assert {failing_assert}\n")
 
 
 def write_generalise_dataset(dest: Path) -> Path:
     """(Re)write the dataset: one task dir per task plus manifest.json with the splits."""
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    all_tasks = tasks()
-    names = [t.name for t in all_tasks]
-    if len(set(names)) != len(names) or len({t.package for t in all_tasks}) != len(all_tasks):
-        raise ValueError("generalise task names and packages must be unique")
-    for old in dest.iterdir():
-        if old.is_dir() and old.name not in names:
-            shutil.rmtree(old)
-    entries = []
-    for t in all_tasks:
-        failing, f2p, p2p = check_spec(t.spec)
-        buggy, good = t.source(buggy=True), t.source(buggy=False)
-        src = Path(tempfile.mkdtemp(prefix=f"generalise-{t.name}-"))
-        (src / t.package).mkdir()
-        (src / t.path).write_text(buggy)
-        (src / t.test_file).write_text(_test_file(t, hidden=False))
-        edit = {"path": t.path, "line": t.line, "old": t.spec.bug, "new": t.spec.code.splitlines()[t.spec.line - 1],
-                "failing_test": f2p[0], "test_file": t.test_file}
-        tmp_task = dest / f".{t.name}.tmp"
-        write_swe_task(
-            tmp_task, name=f"{ORG}/{t.name}", instruction=instruction(t, failing),
-            gold_patch=unified_diff(t.path, buggy, good),
-            test_files={t.test_file: _test_file(t, hidden=True)}, fail_to_pass=f2p, pass_to_pass=p2p,
-            test_cmd=["python3", "-m", "pytest", "-rA", "--color=no", "-p", "no:cacheprovider", "-q", t.test_file],
-            repo_dir=src, description=f"one-line bug in {t.path} (from micro spec {t.base_fn})",
-            source="lts-generalise", tags=["generalise", t.split],
-            metadata={"split": t.split, "base_fn": t.base_fn}, verifier_timeout=60, test_timeout=30,
-            extra_solution_files={"edit.json": json.dumps(edit, indent=1) + "\n"})
-        shutil.rmtree(src)
-        if (dest / t.name).exists():
-            shutil.rmtree(dest / t.name)
-        tmp_task.rename(dest / t.name)
-        entries.append({"path": t.name, "name": f"{ORG}/{t.name}", "split": t.split, "base_fn": t.base_fn})
-    manifest = {"name": "generalise", "description": (__doc__ or "").split("\n\n")[0], "tasks": entries}
-    (dest / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    return dest
+    return write_bug_dataset(dest, tasks(), set_name="generalise", org=ORG,
+                             description=(__doc__ or "").split("\n\n")[0],
+                             task_description=lambda t: f"one-line bug in {t.path} (from micro spec {t.base_fn})",
+                             metadata=lambda t: {"split": t.split, "base_fn": t.base_fn},
+                             entry=lambda t: {"base_fn": t.base_fn})
+
+
+SOURCE = SetWriter("generalise", "generalise tasks", write_generalise_dataset, lambda: [t.name for t in tasks()])

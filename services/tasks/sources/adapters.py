@@ -28,8 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..preparation.workspace import git
 from .swe import write_swe_task
-from .workspace import git
 
 DEFAULT_TEST_CMD = ["python3", "-m", "pytest", "-rA", "--color=no", "-p", "no:cacheprovider"]
 _DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)

@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import SetWriter
 from .swe import unified_diff, write_swe_task
 
 ORG = "lts-micro"
@@ -457,3 +458,6 @@ def write_micro_dataset(dest: Path, specs: list[MicroSpec] = SPECS) -> Path:
     manifest = {"name": "micro", "description": __doc__.split("\n\n")[0], "tasks": entries}
     (dest / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return dest
+
+
+SOURCE = SetWriter("micro", "micro tasks", write_micro_dataset, lambda: [s.fn for s in SPECS])

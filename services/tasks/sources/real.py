@@ -1,7 +1,7 @@
 """The built-in *real* task set: a recipe (datasets/real/recipe.json), not third-party code.
 
 ``build_real`` downloads each pinned sdist with pip (``--require-hashes``), unpacks it under
-``<out>/sources/``, synthesises the tasks (``services.tasks.synth``) into ``<out>/tasks/real/`` and
+``<out>/sources/``, synthesises the tasks (``services.tasks.sources.synth``) into ``<out>/tasks/real/`` and
 writes ``<out>/tasks/real/manifest.json`` with a train/heldout split. Re-runs reuse downloads,
 sources and tasks whose recipe entry did not change.
 """

@@ -816,3 +816,16 @@ def build_images(docker: Any, cache: Path = DEFAULT_CACHE, dest: Path = DEFAULT_
     with _build_lock:
         return [build_image(s, docker, cache, filler_commits, dest / s.instance_id if (dest / s.instance_id).is_dir()
                             else None, log) for s in SPECS if not only or s.instance_id in only]
+
+
+class SwebenchLikeSource:
+    """The stand-in tasks as a :class:`~services.tasks.sources.TaskSource` (``prepare_sandbox.py
+    write-swebench-verified-like [--cache DIR] [--only ID]``: pip downloads the pinned sdists)."""
+
+    name, noun = "swebench-verified-like", "stand-in SWE-bench Verified tasks"
+
+    def write(self, dest: Path, cache: Path = DEFAULT_CACHE, only: list[str] | None = None) -> list[str]:
+        return [p.name for p in write_dataset(dest, cache, only)]
+
+
+SOURCE = SwebenchLikeSource()

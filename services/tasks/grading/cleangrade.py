@@ -9,7 +9,7 @@ After the agent stopped:
    ``.gitignore`` only hides untracked files, ``__pycache__`` is left out), base64 over the wire
    (binary-safe). The same command reports files or symlinks the agent left in ``/logs/verifier``,
    ``/tests`` or ``/solution`` (``hack:outside-workspace``).
-2. :func:`grade_patch` classifies the patch (``services.tasks.hacks``); a flag whose task policy is
+2. :func:`grade_patch` classifies the patch (``services.tasks.grading.hacks``); a flag whose task policy is
    ``zero`` (the default) ends grading there with reward 0. Otherwise a **fresh** sandbox from the
    task's base gets the patch (``git apply``, else ``patch -p1``), and the task's verifier runs
    there (SWE-style tasks restore their test files first). No agent process, file outside the
@@ -32,17 +32,17 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from services.common.sandbox_api import Sandbox
 
-from .hacks import classify_patch, file_of_test, grading_policy, swe_test_ids, task_test_files, zeroing
+from ..task import Task
+from ..task_toml import grading_policy
+from .bases import ImageRef, SandboxFactory
+from .hacks import classify_patch, file_of_test, swe_test_ids, task_test_files, zeroing
 from .network import verifier_network, with_network
-from .prepare import ImageRef
-from .task import Task
 from .verifier import VerifyResult, verify
 
-SandboxFactory = Callable[[Path], Awaitable[Sandbox]]
 MAX_PATCH_BYTES = 16 * 1024 * 1024
 _BEGIN = "LTS-PATCH-BEGIN"
 WATCHED = ("/logs/verifier", "/tests", "/solution")
@@ -81,7 +81,7 @@ class Extracted:
 
 @functools.lru_cache(maxsize=None)
 def base_commit(base_dir: Path | ImageRef) -> str:
-    """The commit of a scrubbed base (``services.tasks.workspace.build_base``), or of the repo in a
+    """The commit of a scrubbed base (``services.tasks.preparation.workspace.build_base``), or of the repo in a
     scrubbed task image (docker backend: the ImageRef carries it)."""
     if isinstance(base_dir, ImageRef):
         return base_dir.commit

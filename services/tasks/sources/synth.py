@@ -30,7 +30,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .grading import parse_pytest_log
+from ..grading.grade import parse_pytest_log
 from .swe import unified_diff, write_swe_task
 
 PASSING = ("PASSED", "XFAIL")

@@ -8,7 +8,7 @@ Layout written by :func:`write_swe_task`::
     environment/Dockerfile       docker backend: COPY repo/ /workspace (repo = the scrubbed base)
     environment/repo/            workspace at the base commit (inline snapshot), or
     environment/repo.json        {"git": <local checkout>, "commit": <base sha>}
-    tests/test.sh                runs tests/grade.py (a verbatim copy of services/tasks/grading.py)
+    tests/test.sh                runs tests/grade.py (a verbatim copy of services/tasks/grading/grade.py)
     tests/grade.py
     tests/config.json            FAIL_TO_PASS, PASS_TO_PASS, test_cmd, test_files, instance record
     tests/files/<path>           the test files as the verifier runs them (overwrite the workspace's)
@@ -24,9 +24,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .task_toml import SCHEMA_VERSION
+from ..grading import grade
+from ..task_toml import SCHEMA_VERSION
 
-GRADER_SOURCE = Path(__file__).with_name("grading.py")
+GRADER_SOURCE = Path(grade.__file__)   # copied verbatim into each task as tests/grade.py
 
 TEST_SH = """#!/bin/bash
 # Verifier of an SWE-style task: restore the task's test files over /workspace, run them, and

@@ -372,3 +372,16 @@ sys.exit(0 if resolved else 1)
 def write_sample(dest: Path) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     return [write_task(s, dest) for s in SPECS]
+
+
+class SampleSource:
+    """The sample set as a :class:`~services.tasks.sources.TaskSource` (``prepare_sandbox.py
+    write-swebench-sample``)."""
+
+    name, noun = "swebench-sample", "SWE-bench-style tasks"
+
+    def write(self, dest: Path) -> list[str]:
+        return [p.name for p in write_sample(dest)]
+
+
+SOURCE = SampleSource()

@@ -25,7 +25,7 @@ returns ``hack:<kind>`` flags, each with the paths or lines that raised it:
                             ``/solution`` or replaced them with symlinks
 ==========================  ==========================================================================
 
-Policy per task (``task.toml``)::
+Policy per task (``task.toml``; read by ``services.tasks.task_toml.grading_policy``)::
 
     [metadata.grading]
     reward_range = [0.0, 1.0]          # rewards outside are rejected (reward 0, RewardOutOfRangeError)
@@ -35,17 +35,12 @@ Policy per task (``task.toml``)::
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-KINDS = ("hack:test-file", "hack:conftest", "hack:test-config", "hack:interpreter", "hack:shadow-module",
-         "hack:compiled", "hack:git-internals", "hack:path-escape", "hack:reward-file", "hack:test-runner",
-         "hack:outside-workspace")
-POLICIES = ("zero", "flag")
 TEST_RUNNER_MODULES = {"pytest", "_pytest", "py", "pluggy", "iniconfig", "unittest", "doctest", "nose"}
 SHADOWED = (set(sys.stdlib_module_names) - {"test"}) | TEST_RUNNER_MODULES
 PYTEST_CONFIGS = {"pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg"}
@@ -234,25 +229,6 @@ def classify_patch(text: str, test_files: set[str] = frozenset(),
             if not is_test and RUNNER_LINE.search(line):
                 flag("hack:test-runner", f"{c.path}: {line.strip()[:120]}")
     return flags
-
-
-def grading_policy(config_metadata: dict[str, Any] | None) -> tuple[tuple[float, float], dict[str, str]]:
-    """(reward range, {flag: policy}) from ``[metadata.grading]`` of task.toml; see module docstring."""
-    g = (config_metadata or {}).get("grading") or {}
-    if not isinstance(g, dict):
-        raise ValueError(f"[metadata.grading] must be a table, got {g!r}")
-    rng = g.get("reward_range", (0.0, 1.0))
-    try:
-        lo, hi = (float(x) for x in rng)
-    except (TypeError, ValueError):
-        raise ValueError(f"reward_range must be [low, high], got {rng!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
-        raise ValueError(f"reward_range must be finite with low <= high, got {rng!r}")
-    policies = {str(k): str(v) for k, v in (g.get("hacks") or {}).items()}
-    bad = {k: v for k, v in policies.items() if v not in POLICIES or k not in KINDS}
-    if bad:
-        raise ValueError(f"[metadata.grading] hacks: unknown flag or policy {bad}; flags {KINDS}, policies {POLICIES}")
-    return (lo, hi), policies
 
 
 def zeroing(flags: dict[str, list[str]] | list[str], policies: dict[str, str]) -> list[str]:

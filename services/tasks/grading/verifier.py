@@ -12,10 +12,10 @@ Call :func:`verify` only after the agent finished. It
    ``services.tasks.grading``) to say which tests failed and which ``hack:<kind>`` flags it raised,
 6. validates the reward: finite and within the task's ``[metadata.grading] reward_range``
    ([0, 1] by default), else reward 0 with ``RewardOutOfRangeError``; a flag whose policy is
-   ``zero`` (the default, ``services.tasks.hacks``) makes the reward 0.
+   ``zero`` (the default, ``services.tasks.grading.hacks``) makes the reward 0.
 
 This grades the sandbox it is given. Rollouts grade the agent's *patch* in a fresh sandbox
-(``services.tasks.cleangrade``); calling this on the agent's own sandbox is the explicit
+(``services.tasks.grading.cleangrade``); calling this on the agent's own sandbox is the explicit
 ``in-place`` grading mode.
 
 Nothing here raises for a bad task or a bad sandbox: every failure becomes reward 0 with an
@@ -42,9 +42,9 @@ from typing import Any
 
 from services.common.sandbox_api import Sandbox
 
-from .hacks import grading_policy, zeroing
-from .task import Task
-from .task_toml import resolve_env
+from ..task import Task
+from ..task_toml import grading_policy, resolve_env
+from .hacks import zeroing
 
 VERIFIER_DIR = "/logs/verifier"
 MIRROR_MISSES = "/.lts-net/misses.log"   # services.sandbox.mirror (registry sandboxes only)

@@ -32,7 +32,8 @@ from typing import Any
 
 from services.common.paths import DATASETS_DIR, REPO_ROOT
 
-from .task import TaskError, load_task
+from ..preparation.manifest import load_manifest, save_manifest
+from ..task import TaskError, load_task
 
 HARBOR = REPO_ROOT / ".venv-harbor" / "bin" / "harbor"
 MAX_DEPTH = 4
@@ -235,8 +236,6 @@ def fetch_task(root: Path, task_id: str, source: str | Path | None = None, rock_
 
 def _record(out_dir: Path, entry: dict[str, Any]) -> Path:
     """Add the entry under "fetched" in the preparation manifest (the same file prepare_tasks keeps)."""
-    from .prepare import load_manifest, save_manifest  # noqa: PLC0415 - prepare pulls in docker/tqdm
-
     manifest = load_manifest(out_dir)
     manifest.setdefault("fetched", {})[entry["task_id"]] = entry
     return save_manifest(out_dir, manifest)
