@@ -32,7 +32,9 @@ import tinker  # noqa: E402
 from tinker import types  # noqa: E402
 
 from helpers import BackendProc, ensure_tiny_model  # noqa: E402
-from services.backend import chat  # noqa: E402
+from services.backend import compat  # noqa: E402
+from services.common import renderers  # noqa: E402
+from services.common.renderers.qwen3 import parse_reply  # noqa: E402
 
 MSGS = [{"role": "system", "content": "You are a helpful assistant."},
         {"role": "user", "content": "Write a short function that adds two numbers, and explain it."}]
@@ -116,16 +118,16 @@ def own_work(b: BackendProc, n_tok: int, chat_times: list[float]) -> None:
     """The endpoint's own CPU work per request, without sampling and HTTP (the wall-clock differences
     above also hold machine noise): the chat template + tokenizer, decoding and parsing the answer,
     the JSON body with its logprobs."""
-    tok = chat.tokenizer(str(b.model_path))
-    answer = chat.render(tok, [{"role": "user", "content": "x" * 200}], None)[:n_tok]
-    msgs = chat.normalize_messages(MSGS)
+    tok = compat.tokenizer(str(b.model_path))
+    answer = renderers.template_prompt_tokens(tok, [{"role": "user", "content": "x" * 200}], None)[:n_tok]
+    msgs = renderers.normalize_messages(MSGS, strict=True)
 
     def work() -> None:
-        prompt = chat.render(tok, msgs, None)
-        reply = chat.parse_reply(chat.completion_text(tok, answer, set(), []))
+        prompt = renderers.template_prompt_tokens(tok, msgs, None)
+        reply = parse_reply(renderers.completion_text(tok, answer, set(), []))
         lps = [{"token": tok.decode([t]), "logprob": -1.0, "bytes": [], "top_logprobs": []} for t in answer]
         json.dumps({"c": reply.content, "p": prompt, "t": answer, "l": lps})
-        chat.stream_pieces(tok, answer, reply.text)
+        renderers.stream_pieces(tok, answer, reply.text)
 
     work()
     ts = []

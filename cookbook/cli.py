@@ -18,10 +18,10 @@ from tqdm import tqdm
 
 from services.common.config import load_config
 from services.common.paths import REPO_ROOT
+from services.common.renderers.qwen3 import eos_id
 
 from . import train
 from .agent.agent import TinkerPolicy
-from .agent.chat_format import eos_id
 from .config import CONFIGS, HELP, AnyConfig, RolloutConfig, add_flags, build
 from .context import context_of
 from .evaluation import score

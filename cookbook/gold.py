@@ -12,9 +12,9 @@ from pathlib import Path
 
 from unidiff import PatchSet
 
+from services.common.renderers.qwen3 import tool_call_text
 from services.tasks.task import Task
 
-from .agent.chat_format import tool_call_text
 from .agent.scripted import gold_turns
 
 

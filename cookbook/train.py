@@ -24,9 +24,9 @@ import tinker
 from tqdm import tqdm
 
 from services.common.paths import RUNS_DIR
+from services.common.renderers.qwen3 import eos_id
 
 from .agent.agent import TinkerPolicy
-from .agent.chat_format import eos_id
 from .agent.scripted import ScriptedPolicy
 from .config import AnyTrain, PpoConfig, PpoKlConfig, RLConfig, SftConfig, flat
 from .context import context_of

@@ -1,10 +1,10 @@
-"""The SWE agent: tools, tool-call parsing, budgets, a token-exact agent loop, trajectories."""
+"""The SWE agent: tools, budgets, a token-exact agent loop, trajectories (the chat format and tool-call
+parsing: services/common/renderers)."""
 
 from .agent import Policy, SampleOut, SWEAgent
 from .budgets import Budgets
-from .parser import ToolCall, parse_tool_calls
 from .tools import TOOLS, ToolBox
 from .trajectory import Segment, Trajectory, Turn
 
-__all__ = ["Budgets", "ToolCall", "parse_tool_calls", "TOOLS", "ToolBox", "Segment", "Trajectory", "Turn", "SWEAgent",
+__all__ = ["Budgets", "TOOLS", "ToolBox", "Segment", "Trajectory", "Turn", "SWEAgent",
            "Policy", "SampleOut"]

@@ -17,11 +17,11 @@ from typing import Any, Protocol
 
 from tinker import types
 
+from services.common.renderers import renderer_for
+from services.common.renderers.qwen3 import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, parse_tool_calls, tool_response_turn
 from services.common.sandbox_api import Sandbox
 
 from .budgets import Budgets
-from .chat_format import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, eos_id, render_chat, tool_response_turn
-from .parser import parse_tool_calls
 from .tools import ToolBox
 from .trajectory import Segment, Trajectory, Turn
 
@@ -102,15 +102,16 @@ class SWEAgent:
         self.system_prompt = system_prompt
         self.test_command = test_command
         self.compact_schemas = compact_schemas
-        self.eos_id = eos_id(tokenizer)
+        self.renderer = renderer_for(tokenizer)     # the chat format (services/common/renderers)
+        self.eos_id = self.renderer.eos_id
 
     # ---- rendering
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
-        return list(self.tok.encode(render_chat(self.tok, messages, tools), add_special_tokens=False))
+        return self.renderer.encode(self.renderer.render(messages, tools))
 
     def observation_tokens(self, observations: list[str]) -> list[int]:
         """Tokens of the tool-response user turn that follows an assistant turn's <|im_end|>."""
-        return list(self.tok.encode(tool_response_turn(observations), add_special_tokens=False))
+        return self.renderer.encode(tool_response_turn(observations))
 
     # ---- the loop
     async def run(self, instruction: str, sandbox: Sandbox, task_id: str = "") -> Trajectory:

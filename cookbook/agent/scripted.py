@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.common.renderers.qwen3 import eos_id, tool_call_text
+
 from .agent import SampleOut
-from .chat_format import eos_id, tool_call_text
 
 __all__ = ["ScriptedPolicy", "gold_turns", "tool_call_text"]
 

@@ -17,6 +17,7 @@ import uvicorn
 from services.common.config import ConfigError
 from services.common.logs import rate_limit_errors, setup_logging
 from services.common.paths import HF_HOME
+from services.common.renderers import renderer_for
 from services.common.server import SignalServer
 
 from . import config as mconfig
@@ -26,7 +27,6 @@ from .app import ModelServiceState, build_app
 from .budget import BudgetGuard, load_budgets
 from .config import resolve
 from .listeners import tcp_listener, unix_listener
-from .render import ChatRenderer
 from .sampler import TinkerSampler
 from .sessions import Recorder
 
@@ -120,7 +120,7 @@ async def build_state(cfg: mconfig.ModelServiceFile, harbor_config: str | None =
                                             str(tok_path) if tok_path and tok_path.exists() else tok_name)
     else:
         tokenizer = await asyncio.to_thread(sampler.tokenizer)
-    renderer = ChatRenderer(tokenizer)
+    renderer = renderer_for(tokenizer)
     budgets = load_budgets(harbor_config)
     recorder = Recorder(renderer, sampler, BudgetGuard(budgets, ms.max_input_chars or None), history=ms.history,
                         temperature=ms.temperature, top_p=ms.top_p, record_requests=ms.record_requests)

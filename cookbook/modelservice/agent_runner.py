@@ -42,6 +42,7 @@ import yaml
 from cookbook.agent.budgets import Budgets
 from cookbook.agent.trajectory import Trajectory
 from services.common.paths import REPO_ROOT, STATE_DIR
+from services.common.renderers import renderer_for
 from services.common.server import SignalServer
 from services.sandbox.client import SandboxManagerClient
 from services.sandbox.docker_images import docker_client, task_image
@@ -54,7 +55,6 @@ from . import config as mconfig
 from .app import ModelServiceState, build_app
 from .budget import BudgetGuard, load_budgets
 from .listeners import unix_listener
-from .render import ChatRenderer
 from .sessions import Recorder
 
 AGENT_VENV = REPO_ROOT / ".venv-agent"
@@ -155,7 +155,7 @@ class InProcessModelService:
         async with self._lock:
             if self._task is not None:
                 return
-            recorder = Recorder(ChatRenderer(self.tokenizer), _NoSampler(), BudgetGuard(self.budgets))
+            recorder = Recorder(renderer_for(self.tokenizer), _NoSampler(), BudgetGuard(self.budgets))
             self.state = ModelServiceState(recorder, "local", key=None)
             listener = unix_listener(self.socket_path)
             # SignalServer leaves the signals to the recipe

@@ -29,10 +29,10 @@ from starlette.requests import ClientDisconnect
 from services.common.boundary import ErrorBoundary
 from services.common.limits import BodySizeLimit
 from services.common.logs import PER_REQUEST, RateLimitFilter
+from services.common.renderers import BadRequest
 from services.common.text import reject_constant, text_problem
 
 from .budget import BudgetExceeded
-from .render import BadRequest
 from .sessions import CallResult, Recorder, Session, new_session_id, valid_session_id
 
 log = logging.getLogger(__name__)

@@ -37,12 +37,12 @@ import yaml
 from cookbook.agent.budgets import Budgets
 from cookbook.agent.trajectory import Trajectory
 from services.common.paths import REPO_ROOT
+from services.common.renderers import renderer_for
 from services.common.sandbox_api import ExecResult
 
 from .agent_runner import AGENT_VENV, _finish, _NoSampler, agent_env, mini_config
 from .app import ModelServiceState, answer
 from .budget import BudgetGuard
-from .render import ChatRenderer
 from .sessions import Recorder
 
 ROCK_VENV = REPO_ROOT / ".venv-rock"
@@ -65,7 +65,7 @@ class RockPullMiniSweAgent:
         self.step_limit = min(step_limit or budgets.max_turns, budgets.max_turns)
         self.max_tokens = max_tokens
         self.agent_venv, self.rock_venv = Path(agent_venv).resolve(), Path(rock_venv).resolve()
-        recorder = Recorder(ChatRenderer(tokenizer), _NoSampler(), BudgetGuard(budgets))
+        recorder = Recorder(renderer_for(tokenizer), _NoSampler(), BudgetGuard(budgets))
         self.state = ModelServiceState(recorder, "local", key=None)
         self.last_run: dict[str, Any] = {}   # pull facts + turn_info of the run that finished last (tests, logs)
 

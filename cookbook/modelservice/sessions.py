@@ -32,9 +32,10 @@ from typing import Any
 
 from cookbook.agent.agent import SampleOut
 from cookbook.agent.trajectory import Segment, Trajectory, Turn
+from services.common.renderers import Renderer, message_key, normalize_messages, normalize_tools
+from services.common.renderers.qwen3 import reply_message
 
 from .budget import BudgetExceeded, BudgetGuard
-from .render import ChatRenderer, message_key, normalize_messages, normalize_tools, reply_message
 
 SESSION_ID_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
 
@@ -101,7 +102,7 @@ class Session:
 class Recorder:
     """Builds prompts, samples, and records turns. One per service; sessions are independent."""
 
-    def __init__(self, renderer: ChatRenderer, sampler, guard: BudgetGuard, history: str = "splice",
+    def __init__(self, renderer: Renderer, sampler, guard: BudgetGuard, history: str = "splice",
                  temperature: float = 1.0, top_p: float = 1.0, record_requests: bool = False):
         if history not in ("splice", "render"):
             raise ValueError("history must be 'splice' or 'render'")

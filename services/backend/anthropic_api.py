@@ -3,9 +3,9 @@ use, ``stream: true`` as server-sent events once the answer is sampled) and
 ``POST /anthropic/api/v1/messages/count_tokens``.
 
 ``anthropic.Anthropic(base_url=<backend>/anthropic/api/v1, api_key=<backend key>)`` (the client sends
-``X-API-Key``); ``model`` as for /oai (compat.py). Messages are turned into the chat form chat.py
-renders with the model's own template (``tool_use`` blocks -> assistant tool calls, ``tool_result``
-blocks -> tool messages); the answer's ``<tool_call>`` blocks become ``tool_use`` content blocks.
+``X-API-Key``); ``model`` as for /oai (compat.py). Messages are turned into the chat form that
+services/common/renderers renders with the model's own template (``tool_use`` blocks -> assistant tool calls,
+``tool_result`` blocks -> tool messages); the answer's ``<tool_call>`` blocks become ``tool_use`` content blocks.
 Extension fields as on /oai: ``prompt_token_ids``, ``token_ids``, ``token_logprobs``.
 """
 
@@ -20,7 +20,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from . import chat, compat
+from services.common import renderers
+from services.common.renderers.qwen3 import parse_reply
+
+from . import compat
 from .errors import BadRequest
 from .state import BackendState
 
@@ -105,14 +108,14 @@ def to_chat(body: dict) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | No
         otools = None
     elif ctype not in (None, "auto"):
         raise BadRequest("tool_choice must be auto or none (forcing a tool call is not supported)")
-    return chat.normalize_messages(msgs), chat.check_tools(otools)
+    return renderers.normalize_messages(msgs, strict=True), renderers.normalize_tools(otools, strict=True)
 
 
 async def _prompt(B: BackendState, body: dict) -> tuple[compat.Target, Any, list[int]]:
     target = await compat.resolve(B, body.get("model"))
     messages, tools = to_chat(body)
-    tok = chat.tokenizer(target.path)
-    return target, tok, chat.render(tok, messages, tools)
+    tok = compat.tokenizer(target.path)
+    return target, tok, renderers.template_prompt_tokens(tok, messages, tools)
 
 
 @router.post("/messages/count_tokens")
@@ -147,9 +150,9 @@ async def _messages(B: BackendState, body: dict) -> Response:
     s = await compat.sample(B, target, prompt, 1, params, "/anthropic messages")
     tokens, lps, reason = s.sequences[0]
     eos = set(target.info.eos_token_ids)
-    raw = chat.completion_text(tok, tokens, eos, [])
+    raw = renderers.completion_text(tok, tokens, eos, [])
     hit = min(((raw.find(x), x) for x in s.stop_strings if raw.find(x) >= 0), default=None)
-    reply = chat.parse_reply(raw[:hit[0]] if hit else raw)
+    reply = parse_reply(raw[:hit[0]] if hit else raw)
     blocks: list[dict[str, Any]] = []
     if reply.content:
         blocks.append({"type": "text", "text": reply.content})
@@ -173,7 +176,7 @@ async def _messages(B: BackendState, body: dict) -> Response:
         if b["type"] == "text":
             events.append(("content_block_start", {"type": "content_block_start", "index": i,
                                                    "content_block": {"type": "text", "text": ""}}))
-            for piece in chat.stream_pieces(tok, tokens, b["text"]):
+            for piece in renderers.stream_pieces(tok, tokens, b["text"]):
                 events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
                                                        "delta": {"type": "text_delta", "text": piece}}))
         else:

@@ -1,7 +1,9 @@
 """What the OpenAI- and Anthropic-compatible endpoints (oai.py, anthropic_api.py) share: the API key
 from either client's header, the ``model`` names they accept, and one sample request through the
 backend's own path (wire.sample_spec's checks, a ``sample`` future, the scheduler's SampleJob: the same
-fair sampling rounds as ``/api/v1/asample`` and training traffic, the same sampler-weights cache).
+fair sampling rounds as ``/api/v1/asample`` and training traffic, the same sampler-weights cache), and the
+served model's tokenizer. The chat format (messages -> prompt tokens, sampled text -> tool calls) is the
+renderer package's, services/common/renderers/; its ``BadRequest`` is answered as a 400 here.
 
 ``model``: a base model id (``local/qwen3-tiny-xs``), a sampler-loadable checkpoint path
 (``tinker://<model_id>/sampler_weights/<name>`` or ``.../weights/<name>``), or ``<base>;<tinker path>``.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +23,9 @@ import numpy as np
 from fastapi import Request
 from fastapi.responses import Response
 from tinker.proto import tinker_public_pb2 as pb
+from transformers import AutoTokenizer
 
+from services.common import renderers
 from services.common.text import reject_constant
 
 from . import checkpoints, wire
@@ -34,6 +39,18 @@ PREFIXES = ("/oai/", "/anthropic/")
 
 ErrorBody = Callable[[str, int], dict[str, Any]]
 Handler = Callable[[BackendState, dict], Awaitable[Response]]
+_tokenizer_lock = threading.Lock()
+_tokenizers: dict[str, Any] = {}
+
+
+def tokenizer(path: str) -> Any:
+    """The tokenizer of the base model in directory ``path`` (cached: loaded once per base model, in the API
+    process, no runtime call)."""
+    with _tokenizer_lock:
+        tok = _tokenizers.get(path)
+        if tok is None:
+            tok = _tokenizers[path] = AutoTokenizer.from_pretrained(path)
+        return tok
 
 
 def json_response(obj: Any, status: int = 200) -> Response:
@@ -49,6 +66,8 @@ async def guard(request: Request, handle: Handler, error_body: ErrorBody) -> Res
     except TinkerError as e:
         status = e.status_code if e.status_code in (400, 401, 404, 413, 500) else 400
         return json_response(error_body(e.message, status), status)
+    except renderers.BadRequest as e:     # messages or tools the chat format refuses
+        return json_response(error_body(str(e), 400), 400)
     except Exception as e:  # noqa: BLE001 (logged; the client gets its API's error shape)
         log.exception("%s failed", request.url.path)
         return json_response(error_body(f"internal error: {type(e).__name__}", 500), 500)

@@ -4,9 +4,9 @@ endpoints"): ``POST /oai/api/v1/chat/completions`` and ``POST /oai/api/v1/comple
 
 ``base_url=<backend>/oai/api/v1``, the backend's key (``Authorization: Bearer`` or ``X-API-Key``),
 ``model`` = a base model id, ``tinker://<run>/sampler_weights/<name>`` or ``<base>;<tinker path>``.
-Requests are rendered with the model's own chat template (chat.py), sampled through the scheduler like
-``/api/v1/asample`` (compat.py), and answered in OpenAI's shape with two extension fields for training
-on exactly what was sampled: ``prompt_token_ids`` (top level) and per choice ``token_ids`` and
+Requests are rendered with the model's own chat template (services/common/renderers), sampled through
+the scheduler like ``/api/v1/asample`` (compat.py), and answered in OpenAI's shape with two extension fields
+for training on exactly what was sampled: ``prompt_token_ids`` (top level) and per choice ``token_ids`` and
 ``token_logprobs`` (every sampled token, a final EOS included; log p under the model at temperature 1,
 as ``SamplingClient.sample`` reports them). Errors: ``{"error": {"message", "type", "param", "code"}}``.
 ``stream: true`` sends the answer as server-sent events once it is sampled (not token by token).
@@ -24,7 +24,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from . import chat, compat
+from services.common import renderers
+from services.common.renderers.qwen3 import parse_reply
+
+from . import compat
 from .errors import BadRequest
 from .state import BackendState
 
@@ -104,8 +107,8 @@ async def chat_completions(request: Request) -> Response:
 
 async def _chat(B: BackendState, body: dict) -> Response:
     target = await compat.resolve(B, body.get("model"))
-    messages = chat.normalize_messages(body.get("messages"))
-    tools = chat.check_tools(body.get("tools"))
+    messages = renderers.normalize_messages(body.get("messages"), strict=True)
+    tools = renderers.normalize_tools(body.get("tools"), strict=True)
     choice = body.get("tool_choice")
     if choice == "none":
         tools = None
@@ -113,14 +116,14 @@ async def _chat(B: BackendState, body: dict) -> Response:
         raise BadRequest("tool_choice must be 'auto' or 'none' (forcing a tool call is not supported)")
     want_lp = _logprobs_wanted(body)
     n, params = _params(body)
-    tok = chat.tokenizer(target.path)
-    prompt = chat.render(tok, messages, tools)
+    tok = compat.tokenizer(target.path)
+    prompt = renderers.template_prompt_tokens(tok, messages, tools)
     s = await compat.sample(B, target, prompt, n, params, "/oai chat/completions")
     eos = set(target.info.eos_token_ids)
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     choices: list[dict[str, Any]] = []
     for i, (tokens, lps, reason) in enumerate(s.sequences):
-        reply = chat.parse_reply(chat.completion_text(tok, tokens, eos, s.stop_strings))
+        reply = parse_reply(renderers.completion_text(tok, tokens, eos, s.stop_strings))
         msg: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
             msg["tool_calls"] = reply.tool_calls
@@ -139,7 +142,7 @@ async def _chat(B: BackendState, body: dict) -> Response:
         i, reply = c["index"], c["_reply"]
         chunks.append({**head, "choices": [{"index": i, "delta": {"role": "assistant", "content": ""},
                                             "finish_reason": None}]})
-        for piece in chat.stream_pieces(tok, c["token_ids"], reply.content or ""):
+        for piece in renderers.stream_pieces(tok, c["token_ids"], reply.content or ""):
             chunks.append({**head, "choices": [{"index": i, "delta": {"content": piece}, "finish_reason": None}]})
         if reply.tool_calls:
             calls = [{"index": k, **tc} for k, tc in enumerate(reply.tool_calls)]
@@ -178,14 +181,14 @@ async def _complete(B: BackendState, body: dict) -> Response:
         raise BadRequest("logprobs must be 0 or 1 here (the sampled tokens' logprobs; more alternatives are not "
                          "supported)")
     n, params = _params(body)
-    tok = chat.tokenizer(target.path)
+    tok = compat.tokenizer(target.path)
     prompt = _prompt_tokens(tok, body.get("prompt"))
     s = await compat.sample(B, target, prompt, n, params, "/oai completions")
     eos = set(target.info.eos_token_ids)
     cid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
     choices: list[dict[str, Any]] = []
     for i, (tokens, lps, reason) in enumerate(s.sequences):
-        text = chat.completion_text(tok, tokens, eos, s.stop_strings)
+        text = renderers.completion_text(tok, tokens, eos, s.stop_strings)
         logprobs = None
         if lp is not None:
             toks = [tok.decode([t], skip_special_tokens=False) for t in tokens]
@@ -203,7 +206,7 @@ async def _complete(B: BackendState, body: dict) -> Response:
     head = {"id": cid, "object": "text_completion", "created": created, "model": target.name}
     chunks: list[Any] = []
     for c in choices:
-        for piece in chat.stream_pieces(tok, c["token_ids"], c["text"]):
+        for piece in renderers.stream_pieces(tok, c["token_ids"], c["text"]):
             chunks.append({**head, "choices": [{"index": c["index"], "text": piece, "finish_reason": None,
                                                 "logprobs": None}]})
         chunks.append({**head, "choices": [{**c, "text": ""}], "prompt_token_ids": prompt})

@@ -12,7 +12,7 @@ The tokenizer is rebuilt from the GGUF's vocabulary and merges as the model was 
 pre-split (GGUF ``tokenizer.ggml.pre = smollm``), no BOS added (``add_bos_token = False``), eos = pad =
 ``<|im_end|>`` (id 2), unk ``<|endoftext|>`` (id 0), the 17 special tokens at ids 0..16. The chat
 template is the GGUF's own (ChatML; a default system prompt when none is given; no tools, no tool-call
-tokens): cookbook/agent/chat_format.py folds tools and tool calls into plain text for such templates.
+tokens): services/common/renderers/chatml_folded.py folds tools and tool calls into plain text for such templates.
 """
 
 from __future__ import annotations

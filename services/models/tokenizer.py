@@ -30,7 +30,7 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_
 from tokenizers.models import BPE
 from transformers import PreTrainedTokenizerFast
 
-from .chat_template import CHAT_TEMPLATE
+from services.common.renderers.qwen3 import CHAT_TEMPLATE
 
 # Qwen2/2.5/3 pre-tokenizer: like cl100k but single digits (\p{N}, not \p{N}{1,3}).
 QWEN_PATTERN = (

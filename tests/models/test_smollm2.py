@@ -22,9 +22,10 @@ import tinker
 from tinker import types
 from transformers import AutoTokenizer
 
-from cookbook.agent.chat_format import IM_END, eos_id, render_chat, tool_call_text, tool_response_turn
 from helpers import REPO, RUNTIME_PY, BackendProc
 from services.common.paths import MODELS_DIR
+from services.common.renderers import render_chat
+from services.common.renderers.qwen3 import IM_END, eos_id, tool_call_text, tool_response_turn
 
 MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 TOOLS = [{"type": "function", "function": {"name": "read", "description": "read a file",

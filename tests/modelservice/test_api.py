@@ -7,7 +7,7 @@ import json
 
 import httpx
 
-from cookbook.modelservice.render import reply_message
+from services.common.renderers.qwen3 import reply_message
 
 BASH = {"type": "function", "function": {"name": "bash", "description": "Run a bash command",
                                          "parameters": {"type": "object", "properties": {"command": {"type": "string"}},

@@ -15,8 +15,9 @@ from cookbook.agent.budgets import Budgets
 from cookbook.agent.trajectory import Trajectory
 from cookbook.data import rl_datums
 from cookbook.modelservice.budget import BudgetExceeded, BudgetGuard
-from cookbook.modelservice.render import ChatRenderer, reply_message
 from cookbook.modelservice.sessions import Recorder, Session
+from services.common.renderers import renderer_for
+from services.common.renderers.qwen3 import reply_message
 
 BASH = {"type": "function", "function": {"name": "bash", "description": "Run a bash command",
                                          "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
@@ -163,7 +164,7 @@ class _Fake:
 
 
 def _recorder(tokenizer, **budgets):
-    r = ChatRenderer(tokenizer)
+    r = renderer_for(tokenizer)
     fake = _Fake(r.eos_id, tokenizer)
     return Recorder(r, fake, BudgetGuard(Budgets(**budgets))), fake
 

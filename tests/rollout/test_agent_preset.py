@@ -20,13 +20,13 @@ import pytest
 from transformers import AutoTokenizer
 
 from cookbook.agent import TOOLS
-from cookbook.agent.chat_format import tool_call_text
 from cookbook.agent.scripted import ScriptedPolicy
 from cookbook.evaluation import evaluate, record
 from cookbook.gold import gold_turns_for
 from cookbook.report import write_reports
 from cookbook.rollout import Rollouts, agent_config
 from helpers import REPO
+from services.common.renderers.qwen3 import tool_call_text
 from services.tasks.preparation.prepare import base_of, prepare_tasks
 from services.tasks.sources.multiturn import VARIANTS, write_multiturn_dataset
 from services.tasks.task import hash_tree, load_dataset

@@ -1,7 +1,7 @@
-"""cookbook/agent/chat_format.py against tinker-cookbook's ``qwen3_instruct`` renderer (the field's
-owner of the Qwen3 chat format) and the tiny model's own chat template: the same tokens for a
-conversation with a tool call and tool responses, the tool-call block, the tool-response turn, the
-stop tokens."""
+"""services/common/renderers/qwen3.py (the Qwen3 chat format of the agent, the ModelService and the backend)
+against tinker-cookbook's ``qwen3_instruct`` renderer (the field's owner of the Qwen3 chat format) and the tiny
+model's own chat template: the same tokens for a conversation with a tool call and tool responses, the tool-call
+block, the tool-response turn, the stop tokens."""
 
 from __future__ import annotations
 
@@ -11,8 +11,14 @@ import pytest
 from tinker_cookbook import renderers
 from transformers import AutoTokenizer
 
-from cookbook.agent.chat_format import IM_END, eos_id, stop_ids, tool_call_text, tool_response_turn
-from cookbook.agent.parser import parse_tool_calls
+from services.common.renderers.qwen3 import (
+    IM_END,
+    eos_id,
+    parse_tool_calls,
+    stop_ids,
+    tool_call_text,
+    tool_response_turn,
+)
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run a command",
                                            "parameters": {"type": "object", "required": ["command"],
