@@ -333,10 +333,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", default=None, help="directory for trajectory.json/.txt, summary.json, mini.traj.json")
     args = p.parse_args(argv)
     cfg = mconfig.load()
-    ms = cfg["modelservice"]
-    url = args.modelservice_url or f"http://127.0.0.1:{ms['port']}"
-    key = args.modelservice_key or ms["key"]
-    sock = Path(args.socket) if args.socket else mconfig.resolve(ms["socket"])
+    ms = cfg.modelservice
+    url = args.modelservice_url or f"http://127.0.0.1:{ms.port}"
+    key = args.modelservice_key or ms.key
+    sock = Path(args.socket) if args.socket else mconfig.resolve(ms.socket)
     ds = load_dataset(args.dataset)
     tasks = [t for t in ds.tasks if matches_task_id(t, args.task_id)]
     if not tasks:
