@@ -7,7 +7,8 @@
 #   bash run.sh rollout --task-id ID  evaluate an agent on tasks      (see: bash run.sh rollout --help)
 #   bash run.sh sft|grpo|ppo|ppo-kl   train an SWE agent              (see: bash run.sh grpo --help)
 #                                     without --preset: the seed's meaning, e.g. ppo = one rollout + one update
-#                                     of the configured task (docs/seed-mapping.md)
+#                                     of the configured task (docs/seed-mapping.md); every mode of the recipe
+#                                     registry (cookbook/recipes/__init__.py) runs the same way
 #   bash run.sh export CHECKPOINT --out DIR [--adapter]   a checkpoint -> Hugging Face model dir (or PEFT adapter)
 #   bash run.sh eval MODEL [--tasks DIR]   Harbor's runner + terminus-2 through the backend's /oai on a checkpoint
 #
@@ -61,10 +62,6 @@ case "$mode" in
       .venv-control/bin/python -m cookbook.cli sft --preset quickstart "$@"
     step 4 "GRPO: bash run.sh grpo --preset quickstart" "$logs; continue with 'bash run.sh grpo --preset quickstart --resume RUN_DIR'" \
       .venv-control/bin/python -m cookbook.cli grpo --preset quickstart "$@" ;;
-  rollout|sft|grpo|ppo|ppo-kl)
-    need_control
-    [[ -f "$(cfg_dir)/runtime.yaml" ]] || .venv-control/bin/python configure.py
-    exec .venv-control/bin/python -m cookbook.cli "$mode" "$@" ;;
   export)
     [[ -x .venv-runtime/bin/python ]] || { echo "run.sh: run 'bash setup.sh runtime' first" >&2; exit 1; }
     exec .venv-runtime/bin/python -m services.backend.export "$@" ;;
@@ -72,6 +69,10 @@ case "$mode" in
     need_control
     [[ -f "$(cfg_dir)/runtime.yaml" ]] || .venv-control/bin/python configure.py
     exec .venv-control/bin/python -m cookbook.harbor_eval "$@" ;;
-  -h|--help|help|"") sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$mode" ]] ;;
-  *) echo "run.sh: unknown mode '$mode' (quickstart | test | lint | rollout | sft | grpo | ppo | ppo-kl | export | eval)" >&2; exit 2 ;;
+  -h|--help|help|"") sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$mode" ]] ;;
+  *)  # a recipe of the registry (cookbook/recipes/__init__.py): rollout, sft, grpo, ppo, ppo-kl, ...; argparse names
+      # the registered modes when MODE is none of them
+    need_control
+    [[ -f "$(cfg_dir)/runtime.yaml" ]] || .venv-control/bin/python configure.py
+    exec .venv-control/bin/python -m cookbook.cli "$mode" "$@" ;;
 esac

@@ -1,4 +1,6 @@
-"""Typed recipe configs: one dataclass per `run.sh` mode, composed of the parts modes share.
+"""The recipes' shared config vocabulary: the parts every recipe's typed config is composed of (``Common``,
+``Training``), the base of the RL recipes' configs (``RLConfig``, the RL loop's settings), and flags <-> configs.
+Each recipe's own config class sits in its module (cookbook/recipes/).
 
 Each field is one command-line flag (``--field-name``; its help text, choices and metavar sit in the
 field's metadata), so ``run.sh MODE --help`` lists exactly that mode's config. A value is resolved as:
@@ -13,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .presets import MODE_DEFAULTS, PRESETS, RL_MODES, SEED_DEFAULTS
+from .presets import MODE_DEFAULTS, PRESETS, SEED_DEFAULTS
 
 
 def flag(help_: str, default: Any = None, *, choices: list[str] | None = None, metavar: str | None = None,
@@ -79,40 +81,6 @@ AGENT_HELP = ("builtin: cookbook's SWE agent (default); mini-swe-agent: the unmo
               "its model calls through the ModelService (docs/modelservice.md)")
 
 
-@dataclass
-class RolloutConfig:
-    MODE: ClassVar[str] = "rollout"
-    common: Common = field(default_factory=Common)
-    agent: str = flag(AGENT_HELP, "builtin", choices=["builtin", "mini-swe-agent"])
-    n: int = flag("attempts per task", 1)
-    model_path: str | None = flag("tinker:// sampler/training checkpoint to sample from (default: base model)")
-
-
-@dataclass
-class SftConfig:
-    """sft: cross-entropy on gold trajectories, stopped by the pass-rate gate."""
-
-    MODE: ClassVar[str] = "sft"
-    common: Common = field(default_factory=Common)
-    train: Training = field(default_factory=Training)
-    agent: str = flag(AGENT_HELP + "; with mini-swe-agent the gold trajectories are its own turns (one bash call "
-                      "that applies the fix and submits), captured token-exactly", "builtin",
-                      choices=["builtin", "mini-swe-agent"])
-    batch_size: int = flag("datums per step (default 32; 16 with --preset quickstart)", 32)
-    gate: float = flag("stop once the sampled pass rate reaches this", 0.3)
-    gate_coverage: float = flag("and once this fraction of the evaluated tasks was solved at least once (RL gets no "
-                                "gradient from a task it never solves; default 0)", 0.0)
-    gate_min_gold_p: float = flag("and once every task's gold trajectory has at least this chance to be sampled at "
-                                  "T=1 (exp(-its NLL), one forward pass; default 0.15 with --preset quickstart, "
-                                  "else 0)", 0.0, metavar="P")
-    balance_tasks: float = flag("weight each gold datum's loss by (its NLL / the batch mean) ** POWER, so hard tasks "
-                                "catch up with easy ones (0 = plain SFT; default 1 with --preset quickstart, else 0)",
-                                0.0, metavar="POWER")
-    eval_every: int = flag("check the pass rate every N steps (default 10; 2 with --preset quickstart)", 10)
-    eval_from: int = flag("first step to check the pass rate at (default 10; 40 with --preset quickstart)", 10)
-    eval_n: int = flag("rollouts per pass-rate check (default 16; 32 with --preset quickstart)", 16)
-
-
 CLIPPED_LOSSES = ("ppo", "cispo", "gspo")   # take clip_low_threshold / clip_high_threshold
 CORRECTED_LOSSES = ("importance_sampling", "ppo", "cispo", "gspo")   # take tis_threshold, mask_ratio_low/high
 
@@ -155,6 +123,12 @@ class RLConfig:
     def loss_name(self) -> str:
         raise NotImplementedError
 
+    @property
+    def trains_every_trajectory(self) -> bool:
+        """Train on every sampled trajectory, zero advantage too (ppo-kl: its penalty covers every sampled token;
+        ppo without a baseline: the seed's one update on its return), not only those with a nonzero advantage."""
+        return False
+
     def loss_config(self) -> dict[str, float] | None:
         """The loss config sent with every forward_backward (None: the loss's own defaults): the clip thresholds of
         the server's ppo/cispo/gspo loss when set, and the mismatch corrections (--tis-threshold, --mask-ratio-low/
@@ -166,72 +140,6 @@ class RLConfig:
             cfg |= {"tis_threshold": self.tis_threshold or None, "mask_ratio_low": self.mask_ratio_low or None,
                     "mask_ratio_high": self.mask_ratio_high or None}
         return {k: v for k, v in cfg.items() if v is not None} or None
-
-
-@dataclass
-class GrpoConfig(RLConfig):
-    """grpo: group-relative advantages, one forward_backward + optim_step per step."""
-
-    MODE: ClassVar[str] = "grpo"
-    ADVANTAGES: ClassVar[str] = "group"
-    loss: str | None = flag("loss (default importance_sampling; ppo with --max-steps-off-policy > 0: its ratio is "
-                            "clipped; gspo: the sequence-level ratio over each datum's sampled tokens)",
-                            choices=["importance_sampling", "ppo", "cispo", "gspo"])
-    normalize_std: bool = flag("divide advantages by the group std (default: on with --preset quickstart)", False,
-                               switch=True)
-    leave_one_out: bool = flag("leave-one-out baseline", False)
-
-    @property
-    def loss_name(self) -> str:
-        return self.loss or ("ppo" if self.max_steps_off_policy > 0 else "importance_sampling")
-
-
-@dataclass
-class PpoConfig(RLConfig):
-    """ppo: advantages = reward - a running-mean baseline; the server's clipped ppo loss over several
-    minibatch epochs, token-mean."""
-
-    MODE: ClassVar[str] = "ppo"
-    ADVANTAGES: ClassVar[str] = "baseline"
-    ppo_epochs: int = flag("epochs over each batch (default 2; 1 without a preset)", 2)
-    minibatches: int = flag("minibatches per epoch (default 2; 1 without a preset)", 2)
-    baseline: str = flag("advantage = return - a running mean of batch rewards (running-mean; with a preset), or "
-                         "the return itself (none; without a preset, as the seed: every sampled transition trains)",
-                         "running-mean", choices=["running-mean", "none"])
-    clip_low: float | None = flag("lower clip of the importance ratio, sent as the ppo loss config", 0.8)
-    clip_high: float | None = flag("upper clip of the importance ratio, sent as the ppo loss config", 1.2)
-
-    @property
-    def loss_name(self) -> str:
-        return "ppo"
-
-    @property
-    def kl_penalty(self) -> bool:
-        return False
-
-
-@dataclass
-class PpoKlConfig(PpoConfig):
-    """ppo-kl: ppo plus a k3 KL penalty against a frozen reference on every sampled token."""
-
-    MODE: ClassVar[str] = "ppo-kl"
-    kl_beta: float = flag("KL penalty coefficient (default 0.05)", 0.05)
-    kl_reference: str = flag("the frozen policy the KL penalty pulls towards: init = the run's starting policy (its "
-                             "warm start; default), base = the untrained base model, or a tinker:// checkpoint",
-                             "init", metavar="init|base|tinker://...")
-
-    @property
-    def kl_penalty(self) -> bool:
-        return True
-
-
-AnyTrain = SftConfig | GrpoConfig | PpoConfig | PpoKlConfig
-AnyConfig = RolloutConfig | AnyTrain
-CONFIGS: dict[str, type] = {c.MODE: c for c in (RolloutConfig, SftConfig, GrpoConfig, PpoConfig, PpoKlConfig)}
-HELP = {"rollout": "evaluate the agent on tasks (no training)", "sft": "supervised warm start on gold trajectories",
-        "grpo": "group-relative policy optimisation",
-        "ppo": "clipped PPO (without a preset: one rollout, one update on its return, as the seed)",
-        "ppo-kl": "PPO plus a k3 KL penalty against the frozen reference"}
 
 
 # ------------------------------------------------------------------------------ flags <-> configs
@@ -275,20 +183,22 @@ def _scalar_type(f: dataclasses.Field) -> type:
     return str
 
 
-def build(mode: str, given: dict[str, Any]) -> AnyConfig:
-    """The config of ``mode`` from the flags given on the command line (``given``), the preset and
-    the mode's defaults."""
-    cls = CONFIGS[mode]
-    sections = ["all", *(["train"] if mode != "rollout" else []), *(["rl"] if mode in RL_MODES else []), mode]
+def build(cls: Any, given: dict[str, Any]) -> Any:
+    """The config (of recipe config class ``cls``) from the flags given on the command line (``given``), the preset
+    and the mode's defaults: the sections ``all``, ``train`` (a config with the Training part), ``rl`` (an
+    ``RLConfig``) and the mode's own."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    rl = issubclass(cls, RLConfig)
+    sections = ["all", *(["train"] if "train" in names else []), *(["rl"] if rl else []), cls.MODE]
     values: dict[str, Any] = {}
     for table in (MODE_DEFAULTS, PRESETS[given["preset"]].defaults if given.get("preset") else SEED_DEFAULTS):
         for section in sections:
             values.update(table.get(section, {}))
     values.update(given)
-    if mode in RL_MODES and "rollout_concurrency" not in values:   # the seed: a whole step's rollouts at once
+    if rl and "rollout_concurrency" not in values:   # the seed: a whole step's rollouts at once
         values["rollout_concurrency"] = values.get("group_size", 10) * values.get("groups_per_step", 4)
     kwargs: dict[str, Any] = {}
-    parts: dict[str, dict[str, Any]] = {name: {} for name in PARTS if name in {f.name for f in dataclasses.fields(cls)}}
+    parts: dict[str, dict[str, Any]] = {name: {} for name in PARTS if name in names}
     for part, f in _leaves(cls):
         if f.name in values:
             (parts[part] if part else kwargs)[f.name] = values[f.name]
@@ -305,7 +215,7 @@ def build(mode: str, given: dict[str, Any]) -> AnyConfig:
     return cfg
 
 
-def flat(cfg: AnyConfig) -> dict[str, Any]:
+def flat(cfg: Any) -> dict[str, Any]:
     """Every field by name (the composed parts flattened), plus mode: result.json's ``config``."""
     out: dict[str, Any] = {"mode": cfg.MODE}
     for f in dataclasses.fields(cfg):

@@ -2,7 +2,8 @@
 
 A preset is its agent (tools, prompt, budgets: the overrides of config/harbor.yaml ``agent:``), how many
 tasks of the dataset it trains on, and default values of config fields (cookbook/config.py) per section:
-``all`` (every mode), ``train`` (sft and the RL modes), ``rl`` (grpo, ppo, ppo-kl) or one mode's name.
+``all`` (every mode), ``train`` (every training recipe), ``rl`` (the RL recipes: grpo, ppo, ppo-kl, ...) or one
+mode's name.
 Flags given on the command line override them. To add a preset, add one ``Preset`` to ``PRESETS``.
 """
 
@@ -10,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-
-RL_MODES = ("grpo", "ppo", "ppo-kl")
 
 # The defaults that depend on the mode; the fields' own defaults are the rest.
 MODE_DEFAULTS: dict[str, dict[str, Any]] = {

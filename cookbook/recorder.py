@@ -1,9 +1,11 @@
 """The one writer of a run directory's files (docs/recipes.md "Result files").
 
 ``results/<name>/result.json`` (config, steps, checkpoints, final checkpoint), ``metrics.jsonl`` (one line
-per step), ``step_XXX/step_result.json``, ``state.json`` (what --resume needs, written only together with a
-checkpoint, so that everything in it describes that checkpoint), the metric loggers (TensorBoard, W&B),
-the reward curve and viewer, and ``exit-status.json``.
+per step), ``step_XXX/step_result.json`` and its rollouts (``save_rollout``), ``state.json`` (what --resume needs,
+written only together with a checkpoint, so that everything in it describes that checkpoint), the metric loggers
+(TensorBoard, W&B), the reward curve and viewer, ``task_manifest.json``, ``checkpoint.json``, the seed's
+``trajectory.txt``, a rollout run's result.json and per-rollout summaries, and ``exit-status.json``. (The services'
+logs in the run directory are written by the logging set up in cookbook/runs.py.)
 """
 
 from __future__ import annotations
@@ -27,6 +29,37 @@ def write_exit_status(run_dir: Path, code: int, started: float, **extra: Any) ->
 def metrics_line(rec: dict[str, Any]) -> dict[str, Any]:
     """A step record's scalars plus its ``metrics`` dict: one metrics.jsonl line."""
     return {k: v for k, v in rec.items() if not isinstance(v, (list, dict))} | rec.get("metrics", {})
+
+
+def save_rollout(traj: Any, directory: Path, name: str, extra: dict[str, Any] | None = None) -> None:
+    """``name``.json (summary + extra + the full trajectory) and ``name``.txt (readable)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    summ = {**traj.summary(), **(extra or {})}
+    (directory / f"{name}.json").write_text(json.dumps({**summ, "trajectory": traj.to_json()}))
+    (directory / f"{name}.txt").write_text(traj.to_text())
+
+
+def write_task_manifest(res_dir: Path, manifest: dict[str, Any]) -> None:
+    """results/<name>/task_manifest.json (cookbook/tasks.py ``task_manifest``: the seed's layout)."""
+    res_dir.mkdir(parents=True, exist_ok=True)
+    (res_dir / "task_manifest.json").write_text(json.dumps(manifest, indent=1))
+
+
+def write_rollout_results(res_dir: Path, tasks: list, trajs: list, summaries: list[dict[str, Any]],
+                          overall: dict[str, Any]) -> None:
+    """A rollout run's files: per rollout its summary.json and trajectory (results/<name>/ itself when there is one
+    rollout, else results/<name>/<task slug>-<i>/; nothing for an infrastructure failure), and result.json."""
+    single = len(tasks) == 1
+    for i, (task, tr, s) in enumerate(zip(tasks, trajs, summaries)):
+        if tr is None:
+            continue
+        sub = res_dir if single else res_dir / f"{task.slug}-{i:03d}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / "trajectory.json").write_text(json.dumps(tr.to_json()))
+        (sub / "trajectory.txt").write_text(tr.to_text())
+        (sub / "summary.json").write_text(json.dumps(s, indent=1))
+    res_dir.mkdir(parents=True, exist_ok=True)
+    (res_dir / "result.json").write_text(json.dumps(overall, indent=1))
 
 
 def write_step_result(run_dir: Path, step: int, rec: dict[str, Any]) -> None:
@@ -99,6 +132,15 @@ class RunRecorder:
         if final or time.monotonic() - self._drawn >= REDRAW_S:
             write_reports(self.run_dir, self.result, self.name)
             self._drawn = time.monotonic()
+
+    def write_checkpoint_json(self, name: str, path: str) -> None:
+        """checkpoint.json: the --save-state checkpoint's name and tinker:// path."""
+        (self.run_dir / "checkpoint.json").write_text(json.dumps({"name": name, "path": path}, indent=1))
+
+    def copy_trajectory_txt(self, source: Path) -> None:
+        """results/<name>/trajectory.txt: the seed's copy of the last step's first rollout (ppo, ppo-kl)."""
+        if source.exists():
+            (self.res_dir / "trajectory.txt").write_text(source.read_text())
 
     def close(self) -> None:
         if self.loggers:

@@ -1,7 +1,7 @@
-"""The one RL loop: grpo, ppo and ppo-kl are configs of it (cookbook/config.py), differing in the advantage
-estimator (cookbook/data.py: group-relative or a running-mean baseline) and the loss (one
-forward_backward with the config's loss, or the server's clipped ppo loss over minibatch epochs, plus
-a k3 KL penalty for ppo-kl).
+"""The one RL loop: the RL recipes (cookbook/recipes/: grpo, ppo, ppo-kl) are configs of it (an ``RLConfig``) plus
+an update, differing in the advantage estimator (``cfg.ADVANTAGES``, cookbook/data.py: group-relative or a
+running-mean baseline) and the update (``single_update``: one forward_backward with the config's loss and one
+optimizer step; ppo's: the server's clipped ppo loss over minibatch epochs, plus a k3 KL penalty for ppo-kl).
 
 A step: sample ``groups_per_step`` tasks x ``group_size`` rollouts with the sampler of the current
 weights, advantages, datums (one per token segment, the sampler's logprobs as the behaviour
@@ -23,18 +23,18 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import numpy as np
 from tinker import types
 
 from .agent.agent import SAMPLED, TinkerPolicy
 from .agent.trajectory import Trajectory
-from .config import PpoConfig, PpoKlConfig, RLConfig
-from .data import baseline_advantages, group_advantages, rl_datum, rl_segments, scaled_advantages
+from .config import RLConfig
+from .data import baseline_advantages, group_advantages, rl_datum, rl_segments
 from .mismatch import mismatch_stats
-from .recorder import write_step_result
-from .rollout import Failures, save_rollout
+from .recorder import save_rollout, write_step_result
+from .rollout import Failures
 
 log = logging.getLogger("cookbook.rl")
 
@@ -141,8 +141,27 @@ def refuse_unsampled(trajs: list[Trajectory]) -> None:
                                    "scripted, replayed or forced policy's")
 
 
+# A recipe's update of one batch: (cfg, training client, datums, sampled-token masks, the run's rng, learning rate,
+# staleness) -> the step record's update fields: fwdbwd_metrics, optim_metrics, any of its own, and "mismatch" (the
+# sampler/trainer figures of its first forward_backward, at the sampling weights; cookbook/mismatch.py).
+Update = Callable[[RLConfig, Any, list, list, random.Random, float, int], Awaitable[dict]]
+
+
+async def single_update(cfg: RLConfig, tc, datums, masks, rng: random.Random, lr: float, staleness: int) -> dict:
+    """One forward_backward with the config's loss (its loss config) and one optimizer step (grpo's update)."""
+    f = tc.forward_backward(datums, cfg.loss_name, cfg.loss_config())
+    o = tc.optim_step(adam(lr))
+    fb = await f
+    log.info("forward_backward done: %s", json.dumps(fb.metrics))
+    opt = await o
+    log.info("optim_step done: %s", json.dumps(opt.metrics or {}))
+    # the trainer's logprobs of this forward_backward (at the sampling weights when staleness is 0)
+    return {"fwdbwd_metrics": fb.metrics, "optim_metrics": opt.metrics or {},
+            "mismatch": mismatch_stats(datums, fb.loss_fn_outputs, masks, staleness)}
+
+
 async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: RLState, batch: Batch,
-                      reference=None, extra: dict[str, Any] | None = None) -> dict:
+                      update: Update = single_update, extra: dict[str, Any] | None = None) -> dict:
     """Advantages, datums and the update of one sampled batch; writes the step's rollouts and step_result.json."""
     groups = [g for g in batch.groups if all(t is not None for t in g)]   # incomplete groups are dropped whole
     dropped = len(batch.groups) - len(groups)
@@ -161,11 +180,9 @@ async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: R
             if tr is not None:
                 save_rollout(tr, sd, f"rollout_{k:02d}", {"rollout_idx": k, "return": tr.reward, "advantage": adv})
             k += 1
-    # ppo-kl trains every trajectory (zero advantage too): its KL penalty covers every sampled token; so does
-    # ppo without a baseline (the seed's: one episode, one update on its return, whatever the return)
     refuse_unsampled(trajs)
     rec["sampled_turns"] = sum(len(t.turns) for g in groups for t in g)
-    segs = rl_segments(trajs, advs, keep_zero=isinstance(cfg, PpoKlConfig) or getattr(cfg, "baseline", "") == "none")
+    segs = rl_segments(trajs, advs, keep_zero=cfg.trains_every_trajectory)
     if cfg.max_train_transitions and len(segs) > cfg.max_train_transitions:
         segs = ctx.rng.sample(segs, cfg.max_train_transitions)
     datums = [rl_datum(s, a, sequence_ratio_mask=cfg.loss_name == "gspo") for s, a in segs]
@@ -179,20 +196,8 @@ async def train_batch(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: R
     if datums:
         masks = [np.asarray(s.sampled[1:], dtype=np.float32) for s, _ in segs]   # the tokens the policy sampled
         staleness = step - batch.version   # 0 in the synchronous loop: the figures are then numerics alone
-        if isinstance(cfg, PpoConfig):
-            rec.update(await ppo_update(cfg, tc, datums, masks, reference, ctx.rng, lr, staleness))
-            mismatch = rec.pop("mismatch")
-        else:
-            f = tc.forward_backward(datums, cfg.loss_name, cfg.loss_config())
-            o = tc.optim_step(adam(lr))
-            fb = await f
-            log.info("forward_backward done: %s", json.dumps(fb.metrics))
-            opt = await o
-            log.info("optim_step done: %s", json.dumps(opt.metrics or {}))
-            rec["fwdbwd_metrics"] = fb.metrics
-            rec["optim_metrics"] = opt.metrics or {}
-            # the trainer's logprobs of this forward_backward (at the sampling weights when staleness is 0)
-            mismatch = mismatch_stats(datums, fb.loss_fn_outputs, masks, staleness)
+        rec.update(await update(cfg, tc, datums, masks, ctx.rng, lr, staleness))
+        mismatch = rec.pop("mismatch")
         log.info("sampler/trainer mismatch: %s", json.dumps(mismatch))
     else:   # the seed's words: nothing to train on (every group dropped or without variance)
         log.info("skipping step %d: no training transitions (%d of %d rollouts succeeded, %d groups without "
@@ -235,7 +240,8 @@ def pick_tasks(cfg: RLConfig, ctx, state: RLState) -> list:
     return [ctx.tasks[state.order.pop(0)] for _ in range(cfg.groups_per_step)]
 
 
-async def rl_step(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: RLState, eos: int, reference=None) -> dict:
+async def rl_step(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: RLState, eos: int,
+                  update: Update = single_update) -> dict:
     """One synchronous step (--max-steps-off-policy 0): sample with the current weights (those the last step
     published, else saved now), train, then publish the new weights to the sampler (the next step's)."""
     t0 = time.time()
@@ -244,7 +250,7 @@ async def rl_step(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: RLSta
     pol = TinkerPolicy(sampler, [eos], temperature=cfg.common.temperature)
     batch = await sample_batch(cfg, ctx, step, pol, pick_tasks(cfg, ctx, state), step)
     batch.weight_sync_s = sync_s
-    rec = await train_batch(cfg, ctx, tc, step, run_dir, state, batch, reference)
+    rec = await train_batch(cfg, ctx, tc, step, run_dir, state, batch, update)
     if rec.get("skipped"):   # no update: the weights (and the sampler of the next step) stay as they were
         state.published = sampler
         rec["published_sampling_client"] = sampler_id(sampler)
@@ -351,7 +357,7 @@ class OffPolicySampler:
 
 
 async def off_policy_step(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, state: RLState,
-                          sampler: OffPolicySampler, reference=None) -> dict:
+                          sampler: OffPolicySampler, update: Update = single_update) -> dict:
     """One async step: the next sampled batch (waiting for it is the trainer's idle time), groups more
     than K steps stale dropped, the update, then the new weights published to the sampler."""
     t0 = time.time()
@@ -368,7 +374,7 @@ async def off_policy_step(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, stat
     extra = {"sampler_version": batch.version, "groups_stale_dropped": groups_stale,
              "group_staleness": [staleness] * len(used.groups),
              "timings": {"trainer_wait_s": trainer_wait_s}}
-    rec = await train_batch(cfg, ctx, tc, step, run_dir, state, used, reference, extra)
+    rec = await train_batch(cfg, ctx, tc, step, run_dir, state, used, update, extra)
     t1 = time.time()
     sampler.publish(await tc.save_weights_and_get_sampling_client(), step + 1)
     rec["timings"]["weight_sync_s"] = time.time() - t1
@@ -377,77 +383,3 @@ async def off_policy_step(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, stat
     rec["timings"]["rollout_idle_s"] = sampler.take_idle()
     write_step_result(run_dir, step, rec)
     return rec
-
-
-async def ppo_update(cfg: PpoConfig, tc, datums, masks, reference, rng: random.Random, lr: float,
-                     staleness: int = 0) -> dict:
-    """Clipped PPO over several minibatch epochs: the server's ppo loss with the config's clip values
-    as its loss config and the advantages scaled by 1 / the minibatch's sampled tokens (a token mean).
-    ppo-kl adds --kl-beta times a k3 KL estimate against the frozen reference (its logprobs from
-    compute_logprobs) on every sampled token (``masks``) through forward_backward_custom, whose gradient
-    adds to the ppo loss's before the optimizer step; the KL is reported per token (also at beta 0).
-    ``mismatch``: the sampler/trainer figures of the first epoch's first minibatch, the only forward_backward
-    at the sampling weights (every later one follows an optimizer step)."""
-    import torch  # noqa: PLC0415 (ppo/ppo-kl only: the Python 3.13 control venv of .ci/py313 has no torch)
-
-    beta = cfg.kl_beta if isinstance(cfg, PpoKlConfig) else 0.0
-    ref_lps: list[torch.Tensor | None] = [None] * len(datums)
-    t_ref = time.time()
-    if reference is not None:
-        async def ref_of(d):
-            toks = d.model_input.to_ints() + [int(d.loss_fn_inputs["target_tokens"].to_numpy()[-1])]
-            lps = await reference.compute_logprobs(types.ModelInput.from_ints(toks))
-            return torch.tensor([0.0 if x is None else x for x in lps[1:]], dtype=torch.float32)
-
-        ref_lps = list(await asyncio.gather(*(ref_of(d) for d in datums)))
-    ref_elapsed = time.time() - t_ref if reference is not None else 0.0
-    lo, hi = cfg.clip_low, cfg.clip_high
-    assert lo is not None and hi is not None, "ppo needs both clip thresholds"
-    idx = list(range(len(datums)))
-    fb_metrics: dict[str, float] = {}
-    opt_metrics: dict[str, float] = {}
-    kls: list[float] = []
-    clipfracs: list[float] = []
-    mismatch: dict[str, float] | None = None
-    for _ in range(cfg.ppo_epochs):
-        rng.shuffle(idx)
-        for mb in np.array_split(np.array(idx), max(1, min(cfg.minibatches, len(idx)))):
-            mb_masks = [torch.tensor(masks[i]) for i in mb]
-            ntok = max(int(sum(m.sum() for m in mb_masks)), 1)
-            f = tc.forward_backward([scaled_advantages(datums[i], 1.0 / ntok) for i in mb], "ppo", cfg.loss_config())
-            refs = [ref_lps[i] for i in mb]
-            if beta > 0:
-                def kl_loss(data, logprobs_list, refs=refs, mb_masks=mb_masks, ntok=ntok):
-                    total = torch.zeros(())
-                    for lp, rl, mask in zip(logprobs_list, refs, mb_masks):
-                        diff = rl - lp
-                        total = total + ((torch.exp(diff) - 1 - diff) * mask).sum()
-                    return beta * total / ntok, {}
-
-                kf = tc.forward_backward_custom([datums[i] for i in mb], kl_loss)
-            o = tc.optim_step(adam(lr))
-            fb = await f
-            if beta > 0:
-                await kf
-            log.info("forward_backward done: %s", json.dumps(fb.metrics))
-            opt = await o
-            log.info("optim_step done: %s", json.dumps(opt.metrics or {}))
-            fb_metrics = fb.metrics
-            opt_metrics = opt.metrics or {}
-            if mismatch is None:   # the first forward_backward: still at the weights that sampled the batch
-                mismatch = mismatch_stats([datums[i] for i in mb], fb.loss_fn_outputs, [masks[i] for i in mb],
-                                          staleness)
-            kl_sum = clip_n = 0.0
-            for i, out, rl, mask in zip(mb, fb.loss_fn_outputs, refs, mb_masks):
-                lp = torch.tensor(out["logprobs"].to_numpy())
-                r = torch.exp(lp - torch.tensor(datums[i].loss_fn_inputs["logprobs"].to_numpy()))
-                clip_n += float((((r < lo) | (r > hi)).float() * mask).sum())
-                if rl is not None:
-                    diff = rl - lp
-                    kl_sum += float(((torch.exp(diff) - 1 - diff) * mask).sum())
-            kls.append(kl_sum / ntok)
-            clipfracs.append(clip_n / ntok)
-    return {"fwdbwd_metrics": fb_metrics, "optim_metrics": opt_metrics, "ref_logprobs_elapsed": ref_elapsed,
-            "kl_per_token": float(np.mean(kls)) if kls else 0.0,
-            "kl_beta": beta, "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0, "ppo_epochs": cfg.ppo_epochs,
-            "mismatch": mismatch or {}}

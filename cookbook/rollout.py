@@ -334,11 +334,3 @@ class Rollouts:
         """Stop what the agent kind started (the in-process ModelService)."""
         if self.black_box is not None:
             await self.black_box.aclose()
-
-
-def save_rollout(traj: Trajectory, directory: Path, name: str, extra: dict[str, Any] | None = None) -> None:
-    """``name``.json (summary + extra) and ``name``.txt (readable) plus the full trajectory."""
-    directory.mkdir(parents=True, exist_ok=True)
-    summ = {**traj.summary(), **(extra or {})}
-    (directory / f"{name}.json").write_text(json.dumps({**summ, "trajectory": traj.to_json()}))
-    (directory / f"{name}.txt").write_text(traj.to_text())

@@ -6,7 +6,6 @@ it is; a miss lists close ids), their sandbox bases, and ``task_manifest.json``.
 from __future__ import annotations
 
 import difflib
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -117,14 +116,12 @@ def task_descriptor(t: Task) -> dict[str, Any]:
             "content_hash": t.content_hash()}
 
 
-def write_task_manifest(res_dir: Path, tasks: list[Task], dataset: str, split: str | None,
-                        task_ids: list[str] | None, seed: int) -> None:
-    """results/<name>/task_manifest.json, the seed's layout: {version, dataset, split, bench_name, selection,
-    tasks}."""
-    res_dir.mkdir(parents=True, exist_ok=True)
-    (res_dir / "task_manifest.json").write_text(json.dumps({
-        "version": 1, "dataset": dataset, "split": split, "bench_name": "SWE-bench" if any(
-            t.swe for t in tasks) else "harbor",
-        "selection": {"task_id": task_ids[0] if task_ids and len(task_ids) == 1 else (task_ids or None),
-                      "task_filter": None, "seed": seed},
-        "tasks": [task_descriptor(t) for t in tasks]}, indent=1))
+def task_manifest(tasks: list[Task], dataset: str, split: str | None, task_ids: list[str] | None,
+                  seed: int) -> dict:
+    """results/<name>/task_manifest.json (written by the recorder), the seed's layout: {version, dataset, split,
+    bench_name, selection, tasks}."""
+    return {"version": 1, "dataset": dataset, "split": split,
+            "bench_name": "SWE-bench" if any(t.swe for t in tasks) else "harbor",
+            "selection": {"task_id": task_ids[0] if task_ids and len(task_ids) == 1 else (task_ids or None),
+                          "task_filter": None, "seed": seed},
+            "tasks": [task_descriptor(t) for t in tasks]}

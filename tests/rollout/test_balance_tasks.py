@@ -7,7 +7,7 @@ import pytest
 from tinker import types
 
 from cookbook.data import reweighted
-from cookbook.train import balance_weights
+from cookbook.recipes.sft import balance_weights
 
 
 def test_weights_follow_nll_relative_to_the_batch_mean():

@@ -10,8 +10,11 @@ import json
 import pytest
 
 from cookbook.cli import build_parser, parse
-from cookbook.config import CONFIGS, PARTS, PpoKlConfig, SftConfig, build, flat
+from cookbook.config import PARTS, flat
 from cookbook.presets import MODE_DEFAULTS, PRESETS, SEED_DEFAULTS
+from cookbook.recipes import RECIPES, config_of
+from cookbook.recipes.ppo import PpoKlConfig
+from cookbook.recipes.sft import SftConfig
 from cookbook.train import config_key
 
 
@@ -74,12 +77,13 @@ def test_without_a_preset_the_rl_modes_take_the_seeds_defaults():
 
 def test_every_preset_and_mode_default_names_a_field():
     """A misspelt key in a preset would be ignored silently; every key must be a field of some config."""
-    fields = {f.name for cls in [*CONFIGS.values(), *PARTS.values()] for f in dataclasses.fields(cls)}
+    configs = [*(r.config for r in RECIPES.values()), *PARTS.values()]
+    fields = {f.name for cls in configs for f in dataclasses.fields(cls)}
     tables = [MODE_DEFAULTS, SEED_DEFAULTS, *(p.defaults for p in PRESETS.values())]
     unknown = {k for t in tables for section in t.values() for k in section} - fields
     assert not unknown, unknown
     sections = {s for t in tables for s in t}
-    assert sections <= {"all", "train", "rl", *CONFIGS}, sections
+    assert sections <= {"all", "train", "rl", *RECIPES}, sections
 
 
 def test_warm_start_key_tells_agents_apart():
@@ -88,12 +92,12 @@ def test_warm_start_key_tells_agents_apart():
     checkpoint to the built-in agent's GRPO (seen: `grpo --preset quickstart` started from the mini-swe-agent SFT at
     reward 0)."""
     def key(mode, **given):
-        return config_key("m", build(mode, {"preset": "quickstart", **given}))
+        return config_key("m", config_of(mode, {"preset": "quickstart", **given}))
 
     assert key("sft") == key("grpo") == key("grpo", agent="builtin")
     assert key("sft", agent="mini-swe-agent") == key("grpo", agent="mini-swe-agent") != key("grpo")
-    rank = build("sft", {"preset": "quickstart"}).train.lora_rank
-    old = hashlib.sha256(json.dumps(["m", build("sft", {"preset": "quickstart"}).common.dataset, "quickstart",
+    rank = config_of("sft", {"preset": "quickstart"}).train.lora_rank
+    old = hashlib.sha256(json.dumps(["m", config_of("sft", {"preset": "quickstart"}).common.dataset, "quickstart",
                                      rank]).encode()).hexdigest()[:12]
     assert key("grpo") == old, "the built-in agent's key changed: users' runs/.latest-sft-* pointers would be lost"
 
@@ -105,7 +109,7 @@ CORRECTIONS = {"tis_threshold", "mask_ratio_low", "mask_ratio_high"}
     ("grpo", {}, "importance_sampling"), ("grpo", {"loss": "cispo"}, "cispo"), ("grpo", {"loss": "gspo"}, "gspo"),
     ("grpo", {"max_steps_off_policy": 1}, "ppo"), ("ppo", {}, "ppo"), ("ppo-kl", {}, "ppo")])
 def test_mismatch_corrections_reach_the_loss_config_only_when_set(mode, given, loss):
-    cfg = build(mode, given)
+    cfg = config_of(mode, given)
     assert cfg.loss_name == loss
     plain = cfg.loss_config()
     assert not CORRECTIONS & set(plain or {}), plain   # the default sends exactly what it always sent
@@ -113,11 +117,11 @@ def test_mismatch_corrections_reach_the_loss_config_only_when_set(mode, given, l
         assert plain is None, plain
     if mode != "grpo":
         assert plain == {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
-    tis = build(mode, {**given, "tis_threshold": 2.0}).loss_config()
+    tis = config_of(mode, {**given, "tis_threshold": 2.0}).loss_config()
     assert tis == {**(plain or {}), "tis_threshold": 2.0}
-    band = build(mode, {**given, "mask_ratio_low": 0.5, "mask_ratio_high": 2.0}).loss_config()
+    band = config_of(mode, {**given, "mask_ratio_low": 0.5, "mask_ratio_high": 2.0}).loss_config()
     assert band == {**(plain or {}), "mask_ratio_low": 0.5, "mask_ratio_high": 2.0}
-    low = build(mode, {**given, "mask_ratio_low": 0.5, "tis_threshold": 0.0}).loss_config()
+    low = config_of(mode, {**given, "mask_ratio_low": 0.5, "tis_threshold": 0.0}).loss_config()
     assert low == {**(plain or {}), "mask_ratio_low": 0.5}
 
 
@@ -131,4 +135,4 @@ def test_mismatch_corrections_from_the_command_line_and_their_checks():
         "clip_low_threshold": 0.8, "clip_high_threshold": 1.2, "tis_threshold": 3.0}
     for bad in (["--tis-threshold", "-1"], ["--mask-ratio-low", "2", "--mask-ratio-high", "1.5"]):
         with pytest.raises(SystemExit):
-            build("grpo", {k.lstrip("-").replace("-", "_"): float(v) for k, v in zip(bad[::2], bad[1::2])})
+            config_of("grpo", {k.lstrip("-").replace("-", "_"): float(v) for k, v in zip(bad[::2], bad[1::2])})

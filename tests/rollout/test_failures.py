@@ -21,7 +21,7 @@ import cookbook.rollout as rollout_mod
 from cookbook.agent import Budgets
 from cookbook.agent.agent import SampleOut, TinkerPolicy
 from cookbook.agent.scripted import gold_turns
-from cookbook.config import build
+from cookbook.recipes import config_of
 from cookbook.rl_loop import RLState, rl_step
 from cookbook.rollout import AgentConfig, Failures, Rollouts
 from helpers import REPO
@@ -202,7 +202,7 @@ def test_group_with_a_lost_rollout_is_dropped_whole(micro, backend, tmp_path):
 
     ro = Rollouts(PerTask(), bases, tok, CFG, concurrency=4, max_retries=2, grading="in-place")
     ctx = SimpleNamespace(tasks=tasks, rng=random.Random(0), rollouts=ro)
-    cfg = build("grpo", {"groups_per_step": 2, "group_size": 2, "learning_rate": 1e-4, "num_steps": 1})
+    cfg = config_of("grpo", {"groups_per_step": 2, "group_size": 2, "learning_rate": 1e-4, "num_steps": 1})
     sc = tinker.ServiceClient(base_url=backend.url, api_key=backend.key)
     tc = sc.create_lora_training_client(base_model=backend.model, rank=4)
     rec = _run(rl_step(cfg, ctx, tc, 0, tmp_path, RLState(order=[0, 1]), tok.convert_tokens_to_ids("<|im_end|>")))

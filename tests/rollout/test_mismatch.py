@@ -19,9 +19,9 @@ from tinker import types
 
 from cookbook.agent.agent import SAMPLED
 from cookbook.agent.trajectory import Segment, Trajectory, Turn
-from cookbook.config import build
 from cookbook.data import rl_datum
 from cookbook.mismatch import KEYS, mismatch_stats
+from cookbook.recipes import RECIPES, config_of
 from cookbook.recorder import metrics_line
 from cookbook.report import mismatch_cell
 from cookbook.rl_loop import Batch, RLState, train_batch
@@ -141,12 +141,13 @@ def _step(cfg, tc, tmp_path, version: int = 2) -> dict:   # step 2; version 2: t
     batch = Batch(step=2, tasks=[SimpleNamespace(name="t")], version=version, rollout_s=0.0, failures=Failures(),
                   groups=[[_traj(1.0, [-0.5, -1.0]), _traj(0.0, [-2.0, -0.25, -1.5])]])
     ctx = SimpleNamespace(rollouts=SimpleNamespace(cache_hits=0), rng=random.Random(0))
-    return asyncio.run(train_batch(cfg, ctx, tc, 2, tmp_path, RLState(), batch))
+    recipe = RECIPES[cfg.MODE].recipe(cfg, ctx, tc, 0, tmp_path, {})   # its update (ppo's: minibatch epochs)
+    return asyncio.run(train_batch(cfg, ctx, tc, 2, tmp_path, RLState(), batch, recipe.update))
 
 
 def test_grpo_step_records_the_mismatch_of_its_own_forward_backward(tmp_path):
     tc = RecordingClient([0.001])
-    rec = _step(build("grpo", {}), tc, tmp_path)
+    rec = _step(config_of("grpo", {}), tc, tmp_path)
     (datums, loss, config), = tc.calls
     assert (loss, config) == ("importance_sampling", None)   # what the default always sent
     assert all("sequence_ratio_mask" not in d.loss_fn_inputs for d in datums)
@@ -159,13 +160,13 @@ def test_grpo_step_records_the_mismatch_of_its_own_forward_backward(tmp_path):
     assert set(KEYS) <= set(line)
     assert json.loads((tmp_path / "step_002" / "step_result.json").read_text())["metrics"] == m
     # async: a batch sampled two steps back is labelled so
-    assert _step(build("grpo", {"max_steps_off_policy": 2}), RecordingClient([0.1]), tmp_path, version=0)[
+    assert _step(config_of("grpo", {"max_steps_off_policy": 2}), RecordingClient([0.1]), tmp_path, version=0)[
         "metrics"]["mismatch/staleness"] == 2
 
 
 def test_gspo_datums_carry_their_sequence_mask_and_corrections_reach_the_request(tmp_path):
     tc = RecordingClient([0.0])
-    _step(build("grpo", {"loss": "gspo", "tis_threshold": 2.0, "mask_ratio_low": 0.5}), tc, tmp_path)
+    _step(config_of("grpo", {"loss": "gspo", "tis_threshold": 2.0, "mask_ratio_low": 0.5}), tc, tmp_path)
     (datums, loss, config), = tc.calls
     assert (loss, config) == ("gspo", {"tis_threshold": 2.0, "mask_ratio_low": 0.5})
     for d in datums:   # gspo's sequence ratio averages over the sampled tokens
@@ -176,7 +177,7 @@ def test_gspo_datums_carry_their_sequence_mask_and_corrections_reach_the_request
 def test_ppo_measures_only_its_first_minibatch_at_the_sampling_weights(tmp_path):
     """Epoch 1's first minibatch is scored before any optimizer step; later ones (offset 0.5 here) are not."""
     tc = RecordingClient([0.002, 0.5])
-    rec = _step(build("ppo", {"ppo_epochs": 2, "minibatches": 2, "tis_threshold": 3.0}), tc, tmp_path)
+    rec = _step(config_of("ppo", {"ppo_epochs": 2, "minibatches": 2, "tis_threshold": 3.0}), tc, tmp_path)
     assert len(tc.calls) == 4 and all(c[1:] == ("ppo", {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2,
                                                         "tis_threshold": 3.0}) for c in tc.calls)
     m = rec["metrics"]
@@ -206,7 +207,7 @@ def test_the_backend_takes_every_loss_and_correction_and_agrees_with_its_sampler
     for given in ({}, {"loss": "ppo"}, {"loss": "cispo"}, {"loss": "gspo"},
                   {"loss": "gspo", "tis_threshold": 2.0, "mask_ratio_low": 0.5, "mask_ratio_high": 2.0},
                   {"tis_threshold": 2.0, "mask_ratio_high": 1.5}):
-        cfg = build("grpo", given)
+        cfg = config_of("grpo", given)
         datums = [rl_datum(s, a, sequence_ratio_mask=cfg.loss_name == "gspo") for s, a in segs]
         out = tc.forward_backward(datums, cfg.loss_name, cfg.loss_config()).result(timeout=120)
         st = mismatch_stats(datums, out.loss_fn_outputs, [np.asarray(s.sampled[1:]) for s, _ in segs])

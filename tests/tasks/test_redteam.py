@@ -22,8 +22,9 @@ from transformers import AutoTokenizer
 from cookbook.agent import Budgets
 from cookbook.agent.agent import SampleOut
 from cookbook.agent.scripted import tool_call_text
+from cookbook.recorder import save_rollout
 from cookbook.report import write_viewer
-from cookbook.rollout import AgentConfig, Failures, Rollouts, save_rollout
+from cookbook.rollout import AgentConfig, Failures, Rollouts
 from helpers import REPO
 from services.tasks.preparation.workspace import build_base
 from services.tasks.task import load_dataset, load_task
