@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import build
-from . import grpo, ppo, rollout, sft
+from . import grpo, ppo, reinforce, rollout, sft
 from .base import RecipeSpec
 
-RECIPES: dict[str, RecipeSpec] = {s.mode: s for s in (rollout.SPEC, sft.SPEC, grpo.SPEC, ppo.SPEC, ppo.KL_SPEC)}
+RECIPES: dict[str, RecipeSpec] = {s.mode: s for s in (rollout.SPEC, sft.SPEC, grpo.SPEC, ppo.SPEC, ppo.KL_SPEC,
+                                                       reinforce.SPEC)}
 
 
 def config_of(mode: str, given: dict[str, Any]) -> Any:
