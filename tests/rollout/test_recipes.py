@@ -217,6 +217,29 @@ def test_kill9_client_then_resume_matches_uninterrupted_run(warm):
     assert sorted(a) == sorted(b) and diff < 1e-5, f"resumed run differs from the uninterrupted one by {diff}"
 
 
+def test_reinforce_the_worked_example_recipe_runs_and_trains(warm):
+    """docs/recipes.md "Adding a recipe": cookbook/recipes/reinforce.py (one module + one registry line) is a run.sh
+    mode with its own --help, result files and update: at step 0 the running-mean baseline is the batch's mean
+    reward, so exactly the rollouts whose reward differs from it train (one datum each: one turn), zero-variance
+    groups included (grpo would skip those), and the weights move. Planted: grpo's group estimator -> a group whose
+    rollouts all earned the same (not the batch mean) trains no datum -> the count differs -> fails."""
+    tmp, env, ck = warm
+    help_ = subprocess.run(["bash", "run.sh", "reinforce", "--help"], cwd=REPO, env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert help_.returncode == 0 and "--group-size" in help_.stdout and "--kl-beta" not in help_.stdout
+    run = _run(env, "reinforce", "--preset", "quickstart", *TASKS, "--num-steps", "2", "--group-size", "4",
+               "--groups-per-step", "2", "--init-from", ck, "--seed", "1")
+    res = _json(run / "results" / "reinforce" / "result.json")
+    assert res["config"]["mode"] == "reinforce" and [s["step"] for s in res["steps"]] == [0, 1]
+    first = res["steps"][0]
+    rewards = [r for g in first["group_returns"] for r in g]
+    mean = float(np.mean(rewards))
+    print(f"reinforce step 0: returns {first['group_returns']}, trained {first['train_transitions']}")
+    assert first["train_transitions"] == sum(abs(r - mean) > 1e-9 for r in rewards), first
+    start, final = _adapter(env, ck), _adapter(env, res["final_checkpoint"])
+    assert max(float(np.abs(final[k] - start[k]).max()) for k in final) > 1e-4, "the weights did not move"
+
+
 def test_ppo_kl_penalty_holds_the_policy_near_its_warm_start(warm):
     """The KL reference is the run's starting policy (the SFT warm start); every trajectory trains. A controlled
     comparison: per seed, beta 0 and beta 4 train ONE step on the same batch (sampled from the warm start with that
