@@ -29,7 +29,7 @@ from services.common import renderers
 from services.common.text import reject_constant
 
 from . import checkpoints, wire
-from .errors import BadRequest, NotFound, TinkerError
+from .errors import BadRequest, NotFound, ServerFault, TinkerError
 from .runtime_api import ModelInfo
 from .scheduler import SampleJob
 from .state import BackendState
@@ -109,11 +109,6 @@ def body(raw: bytes) -> dict[str, Any]:
     return data
 
 
-class ServerError(TinkerError):
-    status_code = 500
-    category = "server"
-
-
 @dataclass
 class Target:
     """What a ``model`` name samples: a served base model and its sampler weights (None = the base)."""
@@ -180,7 +175,7 @@ async def sample(B: BackendState, t: Target, prompt: list[int], n: int, params: 
     B.store.mark_retrieved(rid)   # deleted after backend.future_ttl_s like a retrieved asample future
     if row is None or row["status"] != "done":
         err = (row or {}).get("error") or "the sample request was lost"
-        raise (BadRequest if (row or {}).get("category") == "user" else ServerError)(err)
+        raise (BadRequest if (row or {}).get("category") == "user" else ServerFault)(err)
     res = pb.SampleResponse()
     res.ParseFromString(row["result"])
     seqs = [(np.frombuffer(s.tokens, np.int32).tolist(), np.frombuffer(s.logprobs, np.float32).tolist(),

@@ -1,34 +1,13 @@
-"""Errors of the sandbox manager; each maps to one HTTP status in the admin and worker APIs."""
+"""Errors of the sandbox manager: the shared HTTP errors of ``services/common/errors.py`` plus ``SandboxLost``;
+each maps to one HTTP status in the admin and worker APIs."""
 
 from __future__ import annotations
 
+from services.common.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, Unauthorized, Unavailable
+from services.common.errors import ServiceError as SandboxError
 
-class SandboxError(Exception):
-    status_code = 500
-
-
-class BadRequest(SandboxError):
-    status_code = 400
-
-
-class Unauthorized(SandboxError):
-    status_code = 401
-
-
-class NotFound(SandboxError):
-    status_code = 404
-
-
-class Conflict(SandboxError):
-    status_code = 409
-
-
-class PayloadTooLarge(SandboxError):
-    status_code = 413
-
-
-class Unavailable(SandboxError):
-    status_code = 503
+__all__ = ["BadRequest", "Conflict", "NotFound", "PayloadTooLarge", "SandboxError", "SandboxLost", "Unauthorized",
+           "Unavailable", "error_for_status"]
 
 
 class SandboxLost(SandboxError):
@@ -36,9 +15,8 @@ class SandboxLost(SandboxError):
     status_code = 410
 
 
-ERRORS_BY_STATUS = {c.status_code: c for c in (BadRequest, Unauthorized, NotFound, Conflict, PayloadTooLarge,
-                                               Unavailable,
-                                                  SandboxLost)}
+ERRORS_BY_STATUS: dict[int, type[SandboxError]] = {
+    c.status_code: c for c in (BadRequest, Unauthorized, NotFound, Conflict, PayloadTooLarge, Unavailable, SandboxLost)}
 
 
 def error_for_status(status: int, message: str) -> SandboxError:
