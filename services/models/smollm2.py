@@ -17,7 +17,6 @@ tokens): services/common/renderers/chatml_folded.py folds tools and tool calls i
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata as md
 import json
 import subprocess
@@ -26,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from services.common.hashing import sha256_file
 from services.common.paths import MODELS_DIR, REPO_ROOT
 
 from .hf_cache import register, registered_path
@@ -69,14 +69,6 @@ def gguf_path() -> Path:
     if not files:
         raise FileNotFoundError(f"{PACKAGE} has no {GGUF_NAME}")
     return Path(str(dist.locate_file(files[0])))
-
-
-def _sha256(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _gguf_meta(gguf_file: Path) -> dict[str, Any]:
@@ -156,7 +148,7 @@ def dequantise(out: Path, gguf_file: Path) -> dict[str, Any]:
     model.save_pretrained(str(tmp))
     tok.save_pretrained(str(tmp))
     info = {"name": MODEL_ID, "source": f"{PACKAGE}=={PACKAGE_VERSION}:{GGUF_NAME}",
-            "gguf_sha256": _sha256(gguf_file), "format_version": FORMAT_VERSION,
+            "gguf_sha256": sha256_file(gguf_file), "format_version": FORMAT_VERSION,
             "architecture": type(model).__name__, "parameters": sum(p.numel() for p in model.parameters()),
             "dtype": "float32 (de-quantised from Q4_1)", "chat_template": "the model's own (ChatML, no tools)",
             "eos_token_id": tok.eos_token_id, "dequantise_s": round(time.time() - t0, 1)}

@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from services.common.hashing import sha256_file
+
 ENV_FLAG = "LTS_OFFLINE_BUILD"
 LABEL = "lts.offline_build"
 UV_LINE = re.compile(r"^\s*RUN\s+curl\s+-LsSf\s+https://astral\.sh/uv/(?P<version>\d+(?:\.\d+)*)/install\.sh\s*\|\s*sh\s*$")
@@ -112,7 +114,7 @@ def offline_context(env_dir: Path, work: Path, cache: Path, dockerfile: str = "D
         wheel = uv_wheel(m.group("version"), cache)
         record["substitutions"].append({"line": no, "original": line.strip(), "uv_version": m.group("version"),
                                         "wheel": wheel.name,
-                                        "wheel_sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()})
+                                        "wheel_sha256": sha256_file(wheel)})
         out.append(_replacement(m.group("version"), wheel.name))
     new_text = "\n".join(out) + "\n"
     subst_lines = {s["line"] for s in record["substitutions"]}

@@ -30,6 +30,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from services.common.hashing import sha256_file
+
 from .task_toml import TaskConfig, grading_policy, unknown_keys
 
 
@@ -116,7 +118,7 @@ def hash_tree(root: Path) -> dict[str, str]:
     out = {}
     for p in sorted(root.rglob("*")):
         if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts and p.suffix != ".pyc":
-            out[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
+            out[p.relative_to(root).as_posix()] = sha256_file(p)
     return out
 
 

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from services.common.hashing import sha256_file
 from services.common.paths import DATASETS_DIR, REPO_ROOT
 
 from ..preparation.manifest import load_manifest, save_manifest
@@ -43,16 +44,8 @@ class FetchError(RuntimeError):
     pass
 
 
-def _sha256(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def file_hashes(d: Path) -> dict[str, str]:
-    return {p.relative_to(d).as_posix(): _sha256(p) for p in sorted(d.rglob("*")) if p.is_file()
+    return {p.relative_to(d).as_posix(): sha256_file(p) for p in sorted(d.rglob("*")) if p.is_file()
             and not p.is_symlink()}
 
 
@@ -174,7 +167,7 @@ def _validated_path(flag: str, value: Path | None, kind: str) -> dict[str, Any] 
             raise FetchError(f"{flag} {value}: no such file")
         if p.suffix != ".whl":
             raise FetchError(f"{flag} {value}: not a wheel (*.whl)")
-        return {"path": str(p), "sha256": _sha256(p), "bytes": p.stat().st_size}
+        return {"path": str(p), "sha256": sha256_file(p), "bytes": p.stat().st_size}
     info: dict[str, Any] = {"path": str(p)}
     git = _git_info(p)
     if git:

@@ -18,19 +18,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from services.common.hashing import sha256_file
+
 from .synth import SYNTH_VERSION, synthesize
 
 RECIPE = Path(__file__).resolve().parents[2] / "datasets" / "real" / "recipe.json"
 
 
-def _sha256(p: Path) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
-
-
 def download_sdist(pkg: dict[str, Any], downloads: Path, log=print) -> Path:
     downloads.mkdir(parents=True, exist_ok=True)
     for f in downloads.glob("*.tar.gz"):
-        if _sha256(f) == pkg["sha256"]:
+        if sha256_file(f) == pkg["sha256"]:
             return f
     with tempfile.TemporaryDirectory() as tmp:
         req = Path(tmp) / "req.txt"
@@ -41,7 +39,7 @@ def download_sdist(pkg: dict[str, Any], downloads: Path, log=print) -> Path:
         if r.returncode != 0:
             raise RuntimeError(f"pip download {pkg['name']}=={pkg['version']} failed:\n{r.stderr[-2000:]}")
         for f in Path(tmp).glob("*.tar.gz"):
-            if _sha256(f) == pkg["sha256"]:
+            if sha256_file(f) == pkg["sha256"]:
                 dest = downloads / f.name
                 shutil.copyfile(f, dest)
                 return dest

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from services.common.hashing import sha256_file
 from services.common.paths import DATASETS_DIR, REPO_ROOT
 
 GENERATOR_VERSION = "1"
@@ -217,14 +218,6 @@ def spec_by_id(instance_id: str) -> LikeSpec:
 # downloads (host side, pip, hash-checked / pinned)
 
 
-def _sha256_file(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _pip_download(args: list[str], dest: Path, what: str) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "-d", str(dest),
@@ -241,7 +234,7 @@ def sdist_tree(package: str, cache: Path) -> Path:
     if src.is_dir():
         return src
     downloads = cache / "downloads"
-    found = [f for f in downloads.glob(f"{package}-{version}.tar.gz") if _sha256_file(f) == sha] \
+    found = [f for f in downloads.glob(f"{package}-{version}.tar.gz") if sha256_file(f) == sha] \
         if downloads.is_dir() else []
     if not found:
         with tempfile.TemporaryDirectory() as tmp:
@@ -251,7 +244,7 @@ def sdist_tree(package: str, cache: Path) -> Path:
                           f"{package}=={version}")
             downloads.mkdir(parents=True, exist_ok=True)
             for f in (Path(tmp) / "d").glob("*.tar.gz"):
-                if _sha256_file(f) == sha:
+                if sha256_file(f) == sha:
                     shutil.copyfile(f, downloads / f.name)
                     found = [downloads / f.name]
         if not found:
