@@ -154,43 +154,70 @@ def status_result(rec: SandboxRecord) -> dict[str, Any]:
             "lease_expires_at": rec.lease_expires_at, "ttl_expires_at": rec.ttl_expires_at}
 
 
+@dataclass(frozen=True)
+class AdminLimits:
+    """The admin's request limits (admin.yaml ``admin``)."""
+    max_upload: int          # bytes: write_file content, upload files
+    max_read: int            # bytes: read_file
+    default_timeout: float   # s: execute / run_in_session without a timeout
+    tar: TarLimits
+
+    @classmethod
+    def of(cls, cfg: dict[str, Any]) -> AdminLimits:
+        admin_cfg = cfg.get("admin", {}) or {}
+        return cls(max_upload=int(admin_cfg.get("max_upload_mb", 64)) * 1024 * 1024,
+                   max_read=int(admin_cfg.get("max_read_mb", 16)) * 1024 * 1024,
+                   default_timeout=float(admin_cfg.get("default_timeout_s", 1200)),
+                   tar=TarLimits(int(admin_cfg.get("max_tar_members", 20000)),
+                                 int(admin_cfg.get("max_tar_unpacked_mb", 1024)) * 1024 * 1024))
+
+
 def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
-    admin_cfg = cfg.get("admin", {}) or {}
-    max_upload = int(admin_cfg.get("max_upload_mb", 64)) * 1024 * 1024
-    max_read = int(admin_cfg.get("max_read_mb", 16)) * 1024 * 1024
-    default_timeout = float(admin_cfg.get("default_timeout_s", 1200))
-    tar_limits = TarLimits(int(admin_cfg.get("max_tar_members", 20000)),
-                           int(admin_cfg.get("max_tar_unpacked_mb", 1024)) * 1024 * 1024)
-    tar_checks = asyncio.Semaphore(2)   # each runs in a thread; at most two at a time
+    """The admin API: /health, and under PREFIX (key checked) one router per concern: sandbox lifecycle,
+    commands and sessions, files."""
+    limits = AdminLimits.of(cfg)
     check_key = make_key_check(cfg["auth"]["key"], cfg["auth"].get("header", "X-Key"))
 
     app = FastAPI(title="local sandbox manager (ROCK sandbox API subset)")
     app.state.manager = manager
     install_error_handlers(app)
-    app.add_middleware(BodySizeLimit, max_bytes=max_upload + 1024 * 1024)  # + multipart/JSON overhead
-    api = APIRouter(prefix=PREFIX, dependencies=[Depends(check_key)])
+    app.add_middleware(BodySizeLimit, max_bytes=limits.max_upload + 1024 * 1024)  # + multipart/JSON overhead
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return ok({"backend": manager.backend.name, "sandboxes": len(manager.records), "pool": manager.pool_size(),
                    "limits": manager.backend.limits_info(), "stats": manager.backend.stats()})
 
+    for router in (lifecycle_routes(manager, cfg), command_routes(manager, limits), file_routes(manager, limits)):
+        app.include_router(router, prefix=PREFIX, dependencies=[Depends(check_key)])
+    return app
+
+
+# --- sandbox lifecycle: start, status, stop/delete; extensions heartbeat, reset, list ---------------------
+
+
+def start_limits(req: StartRequest, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The sandbox's limits: ``limits`` as given, else ROCK's memory/cpus/disk fields, clamped by the config."""
+    limits = dict(req.limits or {})
+    if req.memory and "memory_mb" not in limits:
+        limits["memory_mb"] = parse_size_mb(req.memory)
+    cpus = req.limit_cpus or req.cpus
+    if cpus and "cpus" not in limits:
+        limits["cpus"] = cpus
+    if req.disk and "disk_mb" not in limits:
+        limits["disk_mb"] = parse_size_mb(req.disk)
+    return sbconfig.clamp_limits(cfg, {k: parse_size_mb(v) if k.endswith("_mb") else v for k, v in limits.items()})
+
+
+def lifecycle_routes(manager: SandboxManager, cfg: dict[str, Any]) -> APIRouter:
+    api = APIRouter()
+
     async def _start(req: StartRequest, request: Request) -> dict[str, Any]:
-        limits = dict(req.limits or {})
-        if req.memory and "memory_mb" not in limits:
-            limits["memory_mb"] = parse_size_mb(req.memory)
-        cpus = req.limit_cpus or req.cpus
-        if cpus and "cpus" not in limits:
-            limits["cpus"] = cpus
-        if req.disk and "disk_mb" not in limits:
-            limits["disk_mb"] = parse_size_mb(req.disk)
-        limits = sbconfig.clamp_limits(cfg,
-                                       {k: parse_size_mb(v) if k.endswith("_mb") else v for k, v in limits.items()})
         lease = req.lease_s or (req.auto_clear_time_minutes * 60 if req.auto_clear_time_minutes else None)
         h = request.headers
-        rec = await manager.create(image=req.image, base_dir=req.base_dir, limits=limits, lease_s=lease,
-                                   ttl_s=req.ttl_s, sandbox_id=req.sandbox_id, env=req.env, binds=req.binds,
-                                   network=req.network,
+        rec = await manager.create(image=req.image, base_dir=req.base_dir, limits=start_limits(req, cfg),
+                                   lease_s=lease, ttl_s=req.ttl_s, sandbox_id=req.sandbox_id, env=req.env,
+                                   binds=req.binds, network=req.network,
                                    tags={"user_id": h.get("x-user-id"), "experiment_id": h.get("x-experiment-id"),
                                          "namespace": h.get("x-namespace")})
         return ok({"sandbox_id": rec.sandbox_id, "host_name": rec.info.get("host_name"),
@@ -214,19 +241,58 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
         rec = manager.get(sandbox_id)
         return ok({"is_alive": rec.state == "running", "message": rec.end_reason or ""})
 
+    @api.post("/stop")
+    async def stop(sandbox_id: Annotated[str, Body(embed=True)]):
+        await manager.close(sandbox_id)
+        return ok(f"{sandbox_id} stopped")
+
+    @api.post("/delete")
+    async def delete(sandbox_id: Annotated[str, Body(embed=True)]):
+        await manager.close(sandbox_id)
+        return ok(f"{sandbox_id} deleted")
+
+    # extensions
+    @api.post("/heartbeat")
+    async def heartbeat(req: SandboxIdBody):
+        rec = await manager.heartbeat(req.sandbox_id)
+        return ok({"lease_expires_at": rec.lease_expires_at, "ttl_expires_at": rec.ttl_expires_at})
+
+    @api.post("/reset")
+    async def reset(req: SandboxIdBody):
+        t = time.monotonic()
+        await manager.reset(req.sandbox_id)
+        return ok({"reset": True, "duration_s": round(time.monotonic() - t, 4)})
+
+    @api.get("/list")
+    async def list_sandboxes():
+        return ok([status_result(r) for r in manager.records.values()])
+
+    return api
+
+
+# --- commands: execute, and bash sessions ------------------------------------------------------------------
+
+
+def exec_request(req: ExecuteRequest, default_timeout: float) -> ExecRequest:
+    """An /execute body -> the backend's request (argv as given, or a string run by bash)."""
+    if isinstance(req.command, list):
+        if not req.command:
+            raise BadRequest("command must not be empty")
+        argv = [str(c) for c in req.command]
+    else:
+        argv = bash(req.command)
+    timeout = default_timeout if req.timeout is None else req.timeout
+    cwd = sandbox_path(req.cwd) if req.cwd else "/workspace"
+    return ExecRequest(argv=argv, timeout=timeout, max_output=req.max_output, cwd=cwd, env=req.env or {},
+                       merge_stderr=req.merge_output)
+
+
+def command_routes(manager: SandboxManager, limits: AdminLimits) -> APIRouter:
+    api = APIRouter()
+
     @api.post("/execute")
     async def execute(req: ExecuteRequest):
-        if isinstance(req.command, list):
-            if not req.command:
-                raise BadRequest("command must not be empty")
-            argv = [str(c) for c in req.command]
-        else:
-            argv = bash(req.command)
-        timeout = default_timeout if req.timeout is None else req.timeout
-        cwd = sandbox_path(req.cwd) if req.cwd else "/workspace"
-        out = await manager.exec(req.sandbox_id, ExecRequest(argv=argv, timeout=timeout, max_output=req.max_output,
-                                                             cwd=cwd, env=req.env or {},
-                                                             merge_stderr=req.merge_output))
+        out = await manager.exec(req.sandbox_id, exec_request(req, limits.default_timeout))
         result = {"stdout": out.stdout.decode(errors="replace"), "stderr": out.stderr.decode(errors="replace"),
                   "exit_code": out.exit_code, "timed_out": out.timed_out, "truncated": out.truncated,
                   "duration_s": round(out.duration_s, 4)}
@@ -243,7 +309,7 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
     async def run_in_session(req: RunInSessionRequest):
         if req.is_interactive_command:
             raise BadRequest("interactive commands are not supported")
-        timeout = default_timeout if req.timeout is None else req.timeout
+        timeout = limits.default_timeout if req.timeout is None else req.timeout
         out = await manager.run_in_session(req.sandbox_id, req.session, req.command, timeout, req.max_output)
         result = {"session_type": "bash", "output": out.output, "exit_code": out.exit_code,
                   "failure_reason": out.failure_reason, "expect_string": "", "timed_out": out.timed_out,
@@ -260,31 +326,51 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
         await manager.close_session(req.sandbox_id, req.session)
         return ok({"session_type": "bash"})
 
+    return api
+
+
+# --- files: read_file, write_file, upload (a file or a tar archive) ----------------------------------------
+
+
+def read_result(req: ReadFileRequest, data: bytes) -> dict[str, Any]:
+    """A file's bytes as /read_file answers them: base64, or text in the asked encoding."""
+    if req.encoding == "base64":
+        return ok({"content": base64.b64encode(data).decode(), "encoding": "base64"})
+    try:
+        text = data.decode(req.encoding or "utf-8", errors=req.errors or "replace")
+    except (UnicodeError, ValueError) as e:
+        raise BadRequest(f"file is not valid {req.encoding or 'utf-8'} (encoding): {str(e)[:200]}") from e
+    return ok({"content": text.encode("utf-8", errors="replace").decode()})
+
+
+def write_data(req: WriteFileRequest, max_upload: int) -> bytes:
+    """A /write_file body's content as bytes (base64 or utf-8), at most ``max_upload`` of them."""
+    if req.encoding not in (None, "base64", "utf-8", "utf8"):
+        raise BadRequest(f"encoding must be 'base64' or 'utf-8', got {req.encoding!r}")
+    try:
+        data = base64.b64decode(req.content, validate=True) if req.encoding == "base64" else req.content.encode()
+    except (binascii.Error, ValueError) as e:
+        raise BadRequest(f"content is not valid base64: {e}") from e
+    if len(data) > max_upload:
+        raise PayloadTooLarge(f"content larger than {max_upload} bytes")
+    return data
+
+
+def file_routes(manager: SandboxManager, limits: AdminLimits) -> APIRouter:
+    api = APIRouter()
+    tar_checks = asyncio.Semaphore(2)   # each runs in a thread; at most two at a time
+
     @api.post("/read_file")
     async def read_file(req: ReadFileRequest):
         if req.encoding not in (None, "base64"):
             _text_encoding(req.encoding)
         if req.errors is not None and req.errors not in DECODE_ERRORS:
             raise BadRequest(f"errors must be one of {', '.join(DECODE_ERRORS)}, got {req.errors[:40]!r}")
-        data = await manager.read_file(req.sandbox_id, sandbox_path(req.path), max_read)
-        if req.encoding == "base64":
-            return ok({"content": base64.b64encode(data).decode(), "encoding": "base64"})
-        try:
-            text = data.decode(req.encoding or "utf-8", errors=req.errors or "replace")
-        except (UnicodeError, ValueError) as e:
-            raise BadRequest(f"file is not valid {req.encoding or 'utf-8'} (encoding): {str(e)[:200]}") from e
-        return ok({"content": text.encode("utf-8", errors="replace").decode()})
+        return read_result(req, await manager.read_file(req.sandbox_id, sandbox_path(req.path), limits.max_read))
 
     @api.post("/write_file")
     async def write_file(req: WriteFileRequest):
-        if req.encoding not in (None, "base64", "utf-8", "utf8"):
-            raise BadRequest(f"encoding must be 'base64' or 'utf-8', got {req.encoding!r}")
-        try:
-            data = base64.b64decode(req.content, validate=True) if req.encoding == "base64" else req.content.encode()
-        except (binascii.Error, ValueError) as e:
-            raise BadRequest(f"content is not valid base64: {e}") from e
-        if len(data) > max_upload:
-            raise PayloadTooLarge(f"content larger than {max_upload} bytes")
+        data = write_data(req, limits.max_upload)
         path = sandbox_path(req.path)
         await manager.write_file(req.sandbox_id, path, data, req.mode)
         return ok({"success": True, "message": f"wrote {len(data)} bytes to {path}"})
@@ -292,13 +378,13 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
     @api.post("/upload")
     async def upload(file: Annotated[UploadFile, File()], target_path: Annotated[str, Form()],
                      sandbox_id: Annotated[str, Form()], extract: Annotated[str | None, Form()] = None):
-        data = await file.read(max_upload + 1)
-        if len(data) > max_upload:
-            raise PayloadTooLarge(f"upload larger than {max_upload} bytes")
+        data = await file.read(limits.max_upload + 1)
+        if len(data) > limits.max_upload:
+            raise PayloadTooLarge(f"upload larger than {limits.max_upload} bytes")
         target = sandbox_path(target_path)
         if extract == "tar":
             async with tar_checks:
-                await asyncio.to_thread(check_tar, data, tar_limits)
+                await asyncio.to_thread(check_tar, data, limits.tar)
             await manager.extract_tar(sandbox_id, target, data)
         elif extract:
             raise BadRequest(f"unknown extract mode {extract!r} (only 'tar')")
@@ -306,35 +392,7 @@ def build_app(manager: SandboxManager, cfg: dict[str, Any]) -> FastAPI:
             await manager.write_file(sandbox_id, target, data)
         return ok({"success": True, "message": f"uploaded to {target}", "file_name": file.filename or ""})
 
-    @api.post("/stop")
-    async def stop(sandbox_id: Annotated[str, Body(embed=True)]):
-        await manager.close(sandbox_id)
-        return ok(f"{sandbox_id} stopped")
-
-    @api.post("/delete")
-    async def delete(sandbox_id: Annotated[str, Body(embed=True)]):
-        await manager.close(sandbox_id)
-        return ok(f"{sandbox_id} deleted")
-
-    # --- extensions ---------------------------------------------------------------------------------
-
-    @api.post("/heartbeat")
-    async def heartbeat(req: SandboxIdBody):
-        rec = await manager.heartbeat(req.sandbox_id)
-        return ok({"lease_expires_at": rec.lease_expires_at, "ttl_expires_at": rec.ttl_expires_at})
-
-    @api.post("/reset")
-    async def reset(req: SandboxIdBody):
-        t = time.monotonic()
-        await manager.reset(req.sandbox_id)
-        return ok({"reset": True, "duration_s": round(time.monotonic() - t, 4)})
-
-    @api.get("/list")
-    async def list_sandboxes():
-        return ok([status_result(r) for r in manager.records.values()])
-
-    app.include_router(api)
-    return app
+    return api
 
 
 DECODE_ERRORS = ("strict", "replace", "ignore", "backslashreplace", "surrogateescape")
