@@ -18,6 +18,7 @@ PUBLIC = {
     "sandbox": {"client",         # the sandbox manager's async client
                 "docker_images"},  # the Docker backend's image for a Harbor task (prepare_sandbox.py builds it ahead)
     "tasks": {"task"},            # the Harbor task library (load_task, load_dataset)
+    "models": {"loading"},        # the one loader of base models' weights (the backend's every load_model)
 }
 # Reach-ins that remain (file, imported module): the list must stay exact, so an entry goes once fixed.
 KNOWN: set[tuple[str, str]] = set()

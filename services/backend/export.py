@@ -33,10 +33,11 @@ import pyrage
 import torch
 from peft import PeftModel
 from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 
 from services.common.config import ConfigError, load_typed
 from services.common.service_configs import RuntimeFile
+from services.models.loading import load_model
 
 from . import checkpoints
 from .errors import BadRequest
@@ -71,7 +72,7 @@ def export_checkpoint(ck: Path, out: Path, base_path: str, adapter: bool = False
             (tmp / "adapter_config.json").write_text(json.dumps(cfg, indent=1))
             shutil.copyfile(ck / "adapter_model.safetensors", tmp / "adapter_model.safetensors")
         else:
-            model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
+            model = load_model(base_path, torch.float32)
             if is_lora:
                 model = _merge_lora(model, ck)
             else:

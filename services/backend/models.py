@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from services.models.loading import load_model
+
 from .errors import BadRequest
 from .gpu.weights import linear_weight  # W + scale * B @ A, the static engine's merge too
 from .runtime_api import ModelInfo, TrainConfig
@@ -57,8 +59,7 @@ class BaseModel:
         self.name, self.path, self.device, self.dtype = name, path, torch.device(device), dtype
         t0 = time.time()
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.hf = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device)
-        self.hf.eval()
+        self.hf = load_model(path, dtype, self.device)
         for p in self.hf.parameters():
             p.requires_grad_(False)
         self.peft = None  # PeftModel wrapper, created with the first LoRA adapter

@@ -45,7 +45,8 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from torch.distributed.optim import ZeroRedundancyOptimizer
-from transformers import AutoModelForCausalLM
+
+from services.models.loading import load_model
 
 from .codec import FwdBwdRequest
 from .errors import NotFound, ServerFault, TinkerError
@@ -182,7 +183,7 @@ class SamplerReplica:
                 p.requires_grad_(False)
             sw = SamplerWeights(key, base.name, adapter=adapter, config=cfg)
         else:
-            mod = AutoModelForCausalLM.from_pretrained(base.path, dtype=self.rt.dtype).to(base.device).eval()
+            mod = load_model(base.path, self.rt.dtype, base.device)
             mod.load_state_dict(state, strict=False)
             for p in mod.parameters():
                 p.requires_grad_(False)

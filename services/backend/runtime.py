@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM
+
+from services.models.loading import load_model
 
 from . import checkpoint_io, losses, sampler
 from .codec import FwdBwdRequest
@@ -128,7 +129,7 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
             params = base.add_lora(adapter, cfg)
             tm = TrainableModel(model_id, cfg, adapter, None, self._make_optimizer(params), params)
         else:
-            module = AutoModelForCausalLM.from_pretrained(base.path, dtype=self.dtype).to(base.device)
+            module = load_model(base.path, self.dtype, base.device)
             train_kernels.apply(module, self.training_kernels, self._kernels_strict)
             module.train(False)
             params = [p for p in module.parameters()]

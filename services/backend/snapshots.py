@@ -13,7 +13,8 @@ from collections import OrderedDict
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM
+
+from services.models.loading import load_model
 
 from . import checkpoint_io, checkpoints
 from .models import BaseModel, SamplerWeights, TrainableModel, frozen_copy
@@ -80,7 +81,7 @@ class SamplerSnapshots(RuntimeAPI):
             base.load_adapter_state(adapter, checkpoint_io.load_adapter(path))
             sw = SamplerWeights(key, base.name, adapter=adapter, config=cfg)
         else:
-            mod = AutoModelForCausalLM.from_pretrained(base.path, dtype=self.dtype).to(base.device).eval()
+            mod = load_model(base.path, self.dtype, base.device)
             mod.load_state_dict(checkpoint_io.load_full(path), strict=False)
             sw = SamplerWeights(key, base.name, module=mod, config=cfg)
         self._register_sampler(sw)

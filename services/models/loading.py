@@ -1,8 +1,11 @@
 """One loader for every base model the backend serves: the tiny model or a real Qwen3 checkout.
 
-``load_model_and_tokenizer(path_or_id, device, dtype)`` takes either a local HF directory or
-an id that is present in the HF hub cache (registered with ``python -m services.models
-register`` or downloaded earlier); it never touches the network.
+``load_model(path, dtype, device)`` is the one place a base model's weights are read: the backend's base models,
+full fine-tuning copies, full-weights sampler snapshots (in process and on Ray replicas) and exports call it, and so
+does ``load_model_and_tokenizer(path_or_id, device, dtype)``, which takes either a local HF directory or an id that
+is present in the HF hub cache (registered with ``python -m services.models register`` or downloaded earlier); it
+never touches the network. The backend imports this module (a public module of ``services.models``:
+tests/test_imports.py PUBLIC).
 """
 
 from __future__ import annotations
@@ -100,6 +103,17 @@ def load_tokenizer(path_or_id: str | os.PathLike, hf_home: str | os.PathLike | N
     return tok
 
 
+def load_model(path: str | os.PathLike, dtype: torch.dtype, device: Any = "cpu", **from_pretrained: Any):
+    """The base model's weights from the local HF directory ``path``: ``AutoModelForCausalLM.from_pretrained``
+    in ``dtype`` (a ``torch.dtype``; :func:`resolve_dtype` reads names), moved to ``device``, in eval mode.
+    ``from_pretrained``: further keyword arguments for transformers (``local_files_only``, ``attn_implementation``)."""
+
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, **from_pretrained)
+    model.to(device)
+    model.eval()
+    return model
+
+
 def load_model_and_tokenizer(path_or_id: str | os.PathLike, device: Any = "cpu", dtype: Any = "auto",
                              hf_home: str | os.PathLike | None = None, attn_implementation: str | None = "sdpa"):
     """Load ``(model, tokenizer)``: model in eval mode on ``device`` with ``dtype``.
@@ -113,11 +127,9 @@ def load_model_and_tokenizer(path_or_id: str | os.PathLike, device: Any = "cpu",
     path = resolve_model_path(path_or_id, hf_home)
     config = AutoConfig.from_pretrained(str(path), local_files_only=True)
     torch_dtype = resolve_dtype(dtype, getattr(config, "dtype", None) or getattr(config, "torch_dtype", None))
-    kwargs: dict[str, Any] = {"dtype": torch_dtype, "local_files_only": True}
+    kwargs: dict[str, Any] = {"local_files_only": True}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
-    model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
-    model.to(device)
-    model.eval()
+    model = load_model(path, torch_dtype, device, **kwargs)
     tokenizer = load_tokenizer(path)
     return model, tokenizer
