@@ -28,6 +28,7 @@ from pathlib import Path
 
 from services.common.defaults import TINY_MODEL_NAME as TINY_NAME  # the embedded tiny model (defined once)
 from services.common.defaults import TINY_MODEL_PATH as TINY_PATH
+from services.common.hashing import sha256_file
 from services.common.paths import TASK_ROOT, config_dir  # where every service reads its configs (one owner)
 
 ROOT = Path(__file__).resolve().parent
@@ -225,7 +226,8 @@ def render(text: str, vals: dict[str, str], name: str) -> str:
     return PLACEHOLDER.sub(lambda m: vals[m.group(1)], text)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The flags: the model and the backend, the sandbox manager, Ray, the seed's flags, and where to write."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(__doc__.split("\n")[2:]))
@@ -264,6 +266,16 @@ def main(argv: list[str] | None = None) -> int:
                          "one; default)")
     ap.add_argument("--rollout-only", action="store_true",
                     help="evaluation only: config/harbor.yaml run.rollout_only (training modes refuse to run)")
+    add_seed_flags(ap)
+    ap.add_argument("--out", default=None,
+                    help="output directory (default: where the services read configs: $LTS_CONFIG_DIR, else "
+                         "<task root>/config/ with --task-root or $TASK, else config/)")
+    ap.add_argument("--force", action="store_true", help="overwrite configs even if you edited them")
+    return ap
+
+
+def add_seed_flags(ap: argparse.ArgumentParser) -> None:
+    """The seed's flags (ROCK Tinker Quick Start): its task root and task, and what it records."""
     seed = ap.add_argument_group("the seed's flags (ROCK Tinker Quick Start; docs/seed-mapping.md)")
     seed.add_argument("--task-root", default=None, metavar="DIR",
                       help="the seed's task root: configs written to DIR/config/ (read there by run.sh/serve.sh "
@@ -281,10 +293,36 @@ def main(argv: list[str] | None = None) -> int:
                       help="`serve.sh worker` port (default 22555, the seed's host rocklet port)")
     seed.add_argument("--modelservice-port", type=int, default=28080,
                       help="ModelService TCP port recorded in manifest.json (default 28080; `serve.sh modelservice`)")
-    ap.add_argument("--out", default=None,
-                    help="output directory (default: where the services read configs: $LTS_CONFIG_DIR, else "
-                         "<task root>/config/ with --task-root or $TASK, else config/)")
-    ap.add_argument("--force", action="store_true", help="overwrite configs even if you edited them")
+
+
+def render_configs(args, vals: dict[str, str]) -> dict[str, str]:
+    """File name -> text: every template rendered with ``vals`` (the outer image substituted), and the seed's record."""
+    rendered = {t.name: render(t.read_text(), vals, t.name) for t in sorted(TEMPLATES.glob("*.yaml"))}
+    if args.outer_image:
+        rendered["harbor.yaml"] = rendered["harbor.yaml"].replace("  image: lts/base:bookworm ",
+                                                                  f"  image: {args.outer_image} ", 1)
+    rendered[SEED_RECORD] = seed_record(args, vals)
+    return rendered
+
+
+def edited_configs(out: Path, names: list[str], manifest: dict[str, str]) -> list[str]:
+    """The configs in ``out`` whose text is no longer what configure.py wrote (the manifest's sha256)."""
+    return [name for name in names if (out / name).exists() and manifest.get(name) != sha256_file(out / name)]
+
+
+def write_configs(out: Path, rendered: dict[str, str], manifest: dict[str, str]) -> None:
+    """Write each config (mode 0600) and record its sha256 in the manifest."""
+    for name, text in rendered.items():
+        dest = out / name
+        dest.write_text(text)
+        os.chmod(dest, 0o600)
+        manifest[name] = hashlib.sha256(text.encode()).hexdigest()
+        print(f"wrote {dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest}")
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
     bad = [h for h in args.rock_header if "=" not in h or not h.split("=", 1)[0].strip()]
     if bad:
@@ -302,30 +340,13 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
     man_path = out / MANIFEST
     manifest = json.loads(man_path.read_text()) if man_path.exists() else {}
-    templates = sorted(TEMPLATES.glob("*.yaml"))
-    rendered = {t.name: render(t.read_text(), vals, t.name) for t in templates}
-    if args.outer_image:
-        rendered["harbor.yaml"] = rendered["harbor.yaml"].replace("  image: lts/base:bookworm ",
-                                                                  f"  image: {args.outer_image} ", 1)
-    rendered[SEED_RECORD] = seed_record(args, vals)
-    refused = []
-    for name in rendered:
-        dest = out / name
-        if dest.exists() and not args.force:
-            cur = hashlib.sha256(dest.read_bytes()).hexdigest()
-            if manifest.get(name) != cur:
-                refused.append(name)
+    rendered = render_configs(args, vals)
+    refused = [] if args.force else edited_configs(out, list(rendered), manifest)
     if refused:
         print(f"configure.py: refusing to overwrite edited config(s): {', '.join(refused)} in {out}\n"
               "  (keep your edits, or re-run with --force to regenerate them)", file=sys.stderr)
         return 3
-    for name, text in rendered.items():
-        dest = out / name
-        dest.write_text(text)
-        os.chmod(dest, 0o600)
-        manifest[name] = hashlib.sha256(text.encode()).hexdigest()
-        print(f"wrote {dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest}")
-    man_path.write_text(json.dumps(manifest, indent=1))
+    write_configs(out, rendered, manifest)
     shown = {k: (v if "key" not in k else v[:8] + "…") for k, v in vals.items()}
     print(json.dumps(shown, indent=1))
     for n in notes:

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
@@ -206,8 +206,25 @@ async def answer(state: ModelServiceState, s: Session, body: Any) -> tuple[int, 
 
 
 def build_app(state: ModelServiceState) -> FastAPI:
+    """The API: its middleware (body cap, error boundary, key), /health, the OpenAI routes and the session routes."""
     app = FastAPI(title="local-tinker ModelService", docs_url=None, redoc_url=None)
     app.state.ms = state
+    install_middleware(app, state)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "model": state.model_name, "sessions": len(state.sessions),
+                "log_lines_dropped": RateLimitFilter.dropped_total}
+
+    app.include_router(openai_routes(state))
+    app.include_router(session_routes(state))
+    return app
+
+
+def install_middleware(app: FastAPI, state: ModelServiceState) -> None:
+    """In this order (the last added runs first): the body cap (413), a client gone mid-request (499), the error
+    boundary (an unexpected exception: one 500, logged, rate-limited, on a connection that stays usable), and the
+    key check (open: /health, and /s/... on the Unix socket, where the session id is the capability)."""
     app.add_middleware(BodySizeLimit, max_bytes=state.max_body_bytes, error_body=lambda n: {"error": {
         "message": f"request body larger than {n} bytes", "type": "invalid_request_error", "param": None,
         "code": "request_too_large"}})
@@ -218,7 +235,6 @@ def build_app(state: ModelServiceState) -> FastAPI:
                  _route(request.url.path), extra=PER_REQUEST)
         return Response(status_code=499)
 
-    # an unexpected exception: one 500 (logged, rate-limited), on a connection that stays usable (no reset)
     app.add_middleware(ErrorBoundary, logger=log, error_body=lambda exc: {"error": {
         "message": f"internal error: {type(exc).__name__}", "type": "server_error", "param": None, "code": None}})
 
@@ -231,10 +247,14 @@ def build_app(state: ModelServiceState) -> FastAPI:
                         "invalid_api_key")
         return await call_next(request)
 
-    @app.get("/health")
-    async def health():
-        return {"status": "ok", "model": state.model_name, "sessions": len(state.sessions),
-                "log_lines_dropped": RateLimitFilter.dropped_total}
+
+def _unknown_session(sid: str) -> JSONResponse:
+    return _err(404, f"unknown session {sid}", code="session_not_found")
+
+
+def openai_routes(state: ModelServiceState) -> APIRouter:
+    """/v1/models and /v1/chat/completions, per session (/s/{sid}/v1/...) and for the key holders (X-Session-Id)."""
+    api = APIRouter()
 
     def reachable(sid: str, request: Request) -> Session | None:
         """Session ``sid`` if this caller may use it: a session the TCP API made implicitly (``/v1/chat/completions``,
@@ -248,37 +268,24 @@ def build_app(state: ModelServiceState) -> FastAPI:
         return {"object": "list", "data": [{"id": state.model_name, "object": "model", "created": 0,
                                             "owned_by": "local-tinker"}]}
 
-    @app.get("/v1/models")
+    @api.get("/v1/models")
     async def models():
         return models_json()
 
-    @app.get("/s/{sid}/v1/models")
+    @api.get("/s/{sid}/v1/models")
     async def session_models(sid: str, request: Request):
         if reachable(sid, request) is None:
-            return _err(404, f"unknown session {sid}", code="session_not_found")
+            return _unknown_session(sid)
         return models_json()
 
-    async def chat(s: Session, request: Request):
-        body = await _json_body(request)
-        if isinstance(body, JSONResponse):
-            return body
-        status, out = await answer(state, s, body)
-        if status != 200:
-            return JSONResponse(out, status_code=status)
-        if body.get("stream"):
-            inc = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(stream_chunks(out, inc), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache"})
-        return out
-
-    @app.post("/s/{sid}/v1/chat/completions")
+    @api.post("/s/{sid}/v1/chat/completions")
     async def session_chat(sid: str, request: Request):
         s = reachable(sid, request)
         if s is None:
-            return _err(404, f"unknown session {sid}", code="session_not_found")
-        return await chat(s, request)
+            return _unknown_session(sid)
+        return await chat(state, s, request)
 
-    @app.post("/v1/chat/completions")
+    @api.post("/v1/chat/completions")
     async def default_chat(request: Request):
         sid = request.headers.get("x-session-id") or "default"
         s = state.sessions.get(sid)
@@ -288,9 +295,31 @@ def build_app(state: ModelServiceState) -> FastAPI:
             except (BadRequest, KeyError) as e:
                 return _err(400, str(e))
             state.tcp_only.add(sid)
-        return await chat(s, request)
+        return await chat(state, s, request)
 
-    @app.post("/sessions")
+    return api
+
+
+async def chat(state: ModelServiceState, s: Session, request: Request):
+    """One chat completion request over HTTP: the completion, as JSON or as an SSE stream."""
+    body = await _json_body(request)
+    if isinstance(body, JSONResponse):
+        return body
+    status, out = await answer(state, s, body)
+    if status != 200:
+        return JSONResponse(out, status_code=status)
+    if body.get("stream"):
+        inc = bool((body.get("stream_options") or {}).get("include_usage"))
+        return StreamingResponse(stream_chunks(out, inc), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+    return out
+
+
+def session_routes(state: ModelServiceState) -> APIRouter:
+    """/sessions: create, list, read, and close (the record; saved with ``trajectories_dir``)."""
+    api = APIRouter()
+
+    @api.post("/sessions")
     async def create_session(request: Request):
         body = await _json_body(request) if (await request.body()) else {}
         if isinstance(body, JSONResponse):
@@ -306,24 +335,24 @@ def build_app(state: ModelServiceState) -> FastAPI:
             return _err(409, f"session {body.get('session_id')} exists")
         return {"session_id": s.id, "base_path": f"/s/{s.id}/v1"}
 
-    @app.get("/sessions")
+    @api.get("/sessions")
     async def list_sessions():
         return {"sessions": [s.stats() for s in state.sessions.values()]}
 
-    @app.get("/sessions/{sid}")
+    @api.get("/sessions/{sid}")
     async def get_session(sid: str):
         s = state.sessions.get(sid)
         if s is None:
-            return _err(404, f"unknown session {sid}", code="session_not_found")
+            return _unknown_session(sid)
         async with s.lock:
             return s.record()
 
-    @app.delete("/sessions/{sid}")
+    @api.delete("/sessions/{sid}")
     async def delete_session(sid: str):
         s = state.sessions.get(sid)
         if s is None:
-            return _err(404, f"unknown session {sid}", code="session_not_found")
+            return _unknown_session(sid)
         async with s.lock:
             return state.close(sid)
 
-    return app
+    return api
