@@ -153,7 +153,7 @@ class Rollouts:
         ``cookbook.modelservice.agent_runner.MiniSweAgent``): ``binds()`` for the sandbox and
         ``run(task, sandbox, policy) -> Trajectory``; its policy's model calls go through the ModelService.
         ``agent_network``: ``none`` (default: no network during RL, whatever the task says) or
-        ``task`` (follow ``[agent] network_mode``); services.tasks.network."""
+        ``task`` (follow ``[agent] network_mode``); services.tasks.grading.network."""
         if grading not in ("clean", "in-place"):
             raise ValueError(f"grading must be 'clean' or 'in-place', got {grading!r}")
         self.grading = grading
