@@ -29,7 +29,9 @@ requirements / environment files of the record's ``environment_setup_commit``, u
 (services.sandbox.mirror, ``<mirror dir>/raw/<repo>/<commit>/``): requirement, environment and
 packaging files of ``environment_setup_commit`` and ``base_commit`` of ``tests/config.json``, when
 the history holds them. That is how an offline host serves them; a host that reaches GitHub
-records them on first use instead.
+records them on first use instead. A raw store that lost them later (a cleaned or moved mirror dir; a commit's
+marker lists its files) gets them again from the unscrubbed environment image: on every use of a cached
+scrubbed image, and ``ensure_upstream_files`` for a task whose prepared manifest entry is reused.
 
 Errors name the task: :class:`ImageBuildError` carries the tail of the build log (and the failing
 ``Step``). With ``LTS_OFFLINE_BUILD=1`` the Dockerfile's uv installer line is substituted from the
@@ -252,7 +254,19 @@ def _upstream_wanted(task: Any, raw_dir: Path) -> tuple[str, list[str]]:
         return "", []
     commits = [c for c in dict.fromkeys((rec.get("environment_setup_commit"), rec.get("base_commit")))
                if isinstance(c, str) and re.fullmatch(r"[0-9a-f]{40}", c)]
-    return repo, [c for c in commits if not (raw_dir / repo / c / UPSTREAM_MARKER).exists()]
+    return repo, [c for c in commits if not _exported(raw_dir / repo / c)]
+
+
+def _exported(commit_dir: Path) -> bool:
+    """The commit's upstream files are in the raw store: its marker, and every file the marker lists (a raw
+    store that lost files since, e.g. a cleaned mirror dir, is exported again)."""
+    try:
+        listed = json.loads((commit_dir / UPSTREAM_MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    if isinstance(listed, dict):   # {"not_in_history": true}: nothing to export from this image
+        return True
+    return isinstance(listed, list) and all(isinstance(f, str) and (commit_dir / f).is_file() for f in listed)
 
 
 def _export_upstream(container: Any, workdir: str, repo: str, commits: list[str], raw_dir: Path) -> dict[str, int]:
@@ -305,6 +319,28 @@ def upstream_files(client: Any, task: Any, env_image: str, workdir: str, raw_dir
         return _export_upstream(c, workdir, repo, commits, raw_dir)
     finally:
         c.remove(force=True)
+
+
+def ensure_upstream_files(client: Any, task: Any, base: dict[str, Any], raw_dir: Path | None = None) -> dict[str, int]:
+    """A prepared task's upstream files back in the raw store when it lost them (a scrubbed image and its
+    manifest entry cached, the mirror dir cleaned or moved): exported again from the unscrubbed environment image
+    ``base["env_image"]`` (rebuilt from the task's environment/ when it is gone, cached by its context hash).
+    Nothing runs when every file is there. Returns {commit: n files} of what was exported."""
+    raw_dir = Path(raw_dir or default_mirror_dir() / "raw")
+    if not _upstream_wanted(task, raw_dir)[1]:
+        return {}
+    env_image = base.get("env_image") or ""
+    try:
+        client.images.get(env_image)
+    except (ImageNotFound, docker.errors.NullResource):
+        env_image = environment_image(client, task)
+    workdir = base.get("workdir") or WORKSPACE
+    with _lock(f"upstream:{repo_name(task)}"):
+        exported = upstream_files(client, task, env_image, workdir, raw_dir)
+    if exported:
+        log.info("%s: upstream files exported again from %s (the raw store had lost them): %s", task.name,
+                 env_image, exported)
+    return exported
 
 
 def scrubbed_image(client: Any, task: Any, env_image: str, raw_dir: Path | None = None) -> dict[str, Any]:

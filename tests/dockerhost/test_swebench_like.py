@@ -22,12 +22,14 @@ import asyncio
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from helpers import read_json, run_sh
 from services.sandbox import offline_build
@@ -354,3 +356,45 @@ def test_sft_rollout_grpo_on_the_stand_in_tasks(docker_client, like_images, runn
 def test_no_containers_left(docker_client, like_images):
     left = docker_client.containers.list(all=True, filters={"label": "lts.test=swebench-like"})
     assert left == []
+
+
+def test_grade_with_a_lost_raw_store_reexports(like_images, net_admin, docker_client, tmp_path):
+    """Issue 43 item 7: a task prepared once (its scrubbed image cached, its manifest entry reused), then the
+    mirror's raw store loses the upstream file its verifier fetches. Before, ``prepare_sandbox.py grade`` reused
+    the entry without looking at the store: an infrastructure failure (the URL missed) until the image was
+    rebuilt. Now the file is exported again from the unscrubbed environment image: a lost file whose marker
+    survived, and a raw store deleted as a whole; then ``grade`` of the gold patch is 1, not an infra failure."""
+    task = load_task(DATASET / FLASK[0])
+    rec = json.loads((task.tests_dir / "config.json").read_text())
+    raw = net_admin.dir / "mirror" / "raw"
+    stored = raw / rec["repo"] / rec["environment_setup_commit"] / "requirements" / "dev.txt"
+    out = tmp_path / "prep"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LTS_MIRROR_DIR", str(net_admin.dir / "mirror"))
+        mp.setenv(offline_build.ENV_FLAG, "1")
+
+        def prepare() -> dict:
+            m = asyncio.run(prepare_tasks([task], out, backend="docker", docker=docker_client, progress=False))
+            return m["tasks"][task.slug]
+        entry = prepare()
+        assert not entry["excluded"] and stored.is_file(), entry.get("reason")
+        want = stored.read_bytes()
+        stored.unlink()   # the file lost, its commit's marker kept: the cached entry exports it again
+        assert prepare() == entry and stored.read_bytes() == want
+    shutil.rmtree(raw)   # the whole raw store lost; grade reuses the same preparation dir (entry and image cached)
+    cfg = tmp_path / "config"
+    cfg.mkdir()
+    (cfg / "harbor.yaml").write_text(yaml.safe_dump({"sandbox": {"base_url": net_admin.url, "key": net_admin.key}}))
+    (tmp_path / "gold.diff").write_text(rec["patch"])
+    env = dict(os.environ, LTS_CONFIG_DIR=str(cfg), LTS_MIRROR_DIR=str(net_admin.dir / "mirror"))
+    res = None
+    for _ in range(2):   # a cold mirror's registry miss (PyPI slow on a loaded host) is an infra failure: retried
+        r = subprocess.run([sys.executable, str(REPO / "prepare_sandbox.py"), "grade", str(task.path), "--patch",
+                            str(tmp_path / "gold.diff"), "--backend", "docker", "--offline-build", "--out", str(out)],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+        res = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {"stderr": r.stderr[-3000:]}
+        if res.get("error") != "VerifierInfraError" or "raw.githubusercontent.com" in (res.get("reason") or ""):
+            break
+    assert stored.is_file() and stored.read_bytes() == want, "not exported again"
+    assert (res.get("reward"), res.get("error")) == (1.0, None), str(res)[-3000:]
+    assert json.loads((out / "manifest.json").read_text())["tasks"][task.slug]["base"] == entry["base"]

@@ -14,7 +14,9 @@
 
 Re-runs are idempotent: a task whose ``task_hash`` is unchanged, whose base still exists and
 (with ``--validate``) that was already validated is skipped (``--force`` redoes it). With ``prune``,
-entries of the same dataset that are no longer in it are dropped.
+entries of the same dataset that are no longer in it are dropped. A skipped docker task still gets its
+upstream files exported again from its unscrubbed environment image when the mirror's raw store lost them
+(``docker_images.ensure_upstream_files``), so ``grade`` on a cached image never misses them.
 
 Validation uses any sandbox: ``factory(base) -> Sandbox`` (awaitable), where ``base`` is the base
 directory, or an :class:`ImageRef` (the scrubbed task image) for tasks whose repo lives inside their
@@ -37,7 +39,13 @@ from typing import Any, Callable
 from tqdm import tqdm
 
 from services.common.sandbox_api import Sandbox
-from services.sandbox.docker_images import OFFLINE_LABEL, SCRUB_VERSION, docker_client, task_image
+from services.sandbox.docker_images import (
+    OFFLINE_LABEL,
+    SCRUB_VERSION,
+    docker_client,
+    ensure_upstream_files,
+    task_image,
+)
 
 from ..grading.bases import ImageRef, SandboxFactory
 from ..grading.cleangrade import validate_delete_test
@@ -274,6 +282,11 @@ async def prepare_tasks(tasks: list[Task], out_dir: Path, *, validate: bool = Fa
             if fresh:
                 counts["cached"] += 1
                 entry = old
+                if in_image:   # the scrubbed image is cached; the mirror's raw store may have lost its files
+                    try:
+                        await asyncio.to_thread(ensure_upstream_files, docker, task, entry["base"])
+                    except Exception as e:  # noqa: BLE001 - grading says which file it missed (an infra failure)
+                        log(f"{task.name}: upstream files not exported again: {type(e).__name__}: {e}")
             else:
                 entry = {"name": task.name, "path": str(task.path), "dataset": dataset, "backend": backend,
                          "files": files, "task_hash": task_hash, "excluded": False, "reason": None,
