@@ -2,7 +2,7 @@
 against the trainer, weight sync after an optimizer step, and an architecture the static engine does not
 cover (Llama) against the HF fallback sampler.
 
-Runs the runtime's own ``VllmSampling`` (services/backend/gpu/vllm_sampler.py) on a random-init model of
+Runs the runtime's own ``VllmSampling`` (services/backend/engines/vllm.py) on a random-init model of
 the 4B shape (bench_gpu_common.SHAPES), weights pushed from the HF module as the runtime pushes them.
 
   python3 bench_gpu_vllm.py --tokenizer-dir ../.carry/tok --arch qwen3 --json out.jsonl
@@ -47,11 +47,13 @@ from bench_gpu_common import (  # noqa: E402
 )
 from transformers import AutoModelForCausalLM, LlamaConfig  # noqa: E402
 
+from services.backend.engines import SelectedWeights  # noqa: E402
+from services.backend.engines.vllm import VllmSampling, to_result  # noqa: E402
 from services.backend.gpu.qwen3 import Qwen3Shape  # noqa: E402
-from services.backend.gpu.vllm_sampler import VllmSampling, to_result  # noqa: E402
 from services.backend.sampler import SampleSpec, generate  # noqa: E402
 
 PROMPT, NEW = 512, 256
+BASE_WEIGHTS = SelectedWeights(None, None)  # the base model's weights
 
 
 def llama_config(shape: str) -> LlamaConfig:
@@ -86,10 +88,10 @@ def vllm_decode(vs: VllmSampling, base, R: Results, arch: str, shape: Qwen3Shape
         prompts = rand_prompts(b, PROMPT, 100 + b)
         specs = [SampleSpec(prompt=p, max_tokens=new, seed=i if seeded else None) for i, p in enumerate(prompts)]
         first = [SampleSpec(prompt=p, max_tokens=1, seed=i if seeded else None) for i, p in enumerate(prompts)]
-        vs.sample(base, None, None, specs, fallback)  # warm-up
-        t_full = min(timed(vs.sample, base, None, None, specs, fallback)[1] for _ in range(2))
-        t_one = min(timed(vs.sample, base, None, None, first, fallback)[1] for _ in range(2))
-        res = vs.sample(base, None, None, specs, fallback)
+        vs.sample(base, BASE_WEIGHTS, specs, fallback)  # warm-up
+        t_full = min(timed(vs.sample, base, BASE_WEIGHTS, specs, fallback)[1] for _ in range(2))
+        t_one = min(timed(vs.sample, base, BASE_WEIGHTS, first, fallback)[1] for _ in range(2))
+        res = vs.sample(base, BASE_WEIGHTS, specs, fallback)
         toks = sum(len(s[0]) for r in res for s in r.sequences)
         dec = b * (new - 1) / max(t_full - t_one, 1e-9)
         bound = decode_bound_tok_s(shape, b, PROMPT, new, bw)
@@ -182,7 +184,7 @@ def main() -> None:
                                                use_tqdm=False)
         mse_stale = agreement(model, prompts, [to_result(s, o) for s, o in zip(specs, stale)], R, "stale_weights")
         t0 = time.perf_counter()
-        res = vs.sample(base, "step1", SimpleNamespace(module=model, adapter=None), specs, None)
+        res = vs.sample(base, SelectedWeights("step1", SimpleNamespace(module=model, adapter=None)), specs, None)
         R.add(bench="vllm_push", arch=a.arch, check="after_optimizer_step", push_and_sample_s=time.perf_counter() - t0)
         mse1 = agreement(model, prompts, res, R, "after_push")
         R.add(bench="weight_sync", arch=a.arch, mse_base=mse0, mse_stale=mse_stale, mse_after_push=mse1,

@@ -35,9 +35,9 @@ from services.models.loading import load_model
 
 from . import checkpoint_io, losses, sampler
 from .codec import FwdBwdRequest
+from .engines import HFSampling, SelectedWeights, make_engine
 from .errors import NotFound
 from .gpu import train_kernels
-from .gpu.glue import make_sampling
 from .logprobs import (
     capacity_bytes,
     memory_share,
@@ -93,10 +93,10 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
         self._kernels_strict = (training_kernels or "auto").lower() == "liger"
         for b in self.bases.values():
             train_kernels.apply(b.hf, self.training_kernels, self._kernels_strict)
-        # Sampling engine: the static-KV-cache engine (services/backend/gpu) on CUDA, or where
-        # engine.sampler is 'static'; vLLM where it is 'vllm' (gpu/vllm_sampler.py); the HF
-        # DynamicCache sampler otherwise.
-        self.sampling = make_sampling(sampler, device, sampler_options, max_batch_sequences)
+        # Sampling engine: the one engine.sampler names (engines/: hf, static, vllm; auto = static on CUDA, hf
+        # elsewhere); the HF sampler serves what the engine does not (longer than its context, resumed rows).
+        self.engine = make_engine(sampler, device, sampler_options, max_batch_sequences)
+        self.hf_sampling = HFSampling(None, max_batch_sequences)
         if self.gradient_checkpointing:
             for b in self.bases.values():
                 enable_grad_ckpt(b.hf)
@@ -256,35 +256,36 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
         """Nothing of this runtime outlives the process."""
 
     def pauses_sampling(self) -> bool:
-        return self.sampling is None  # the HF sampler pauses chunks; the static engine and vLLM batch themselves
+        return self.engine.yields  # the HF sampler pauses chunks; the static engine and vLLM batch themselves
 
     def sample(self, base_model: str, weights_key: str | None, specs: list[sampler.SampleSpec],
                poll: Poll | None = None) -> list[sampler.SampleResult]:
         """``poll()`` (static engine only) returns further (spec, callback) pairs with the same weights
         to admit into the running decode loop (continuous batching); their results go to the callbacks."""
         base = self.base(base_model)
+        weights = self._sampling_weights(base, weights_key)
+
+        def fallback(sp: list[sampler.SampleSpec]) -> list[sampler.SampleResult]:
+            return self.hf_sampling.sample(base, weights, sp, None)
+
+        return self.engine.sample(base, weights, specs, fallback, poll=poll)
+
+    def _sampling_weights(self, base: BaseModel, weights_key: str | None) -> SelectedWeights:
+        """The weights ``weights_key`` names (None: the base model) and the module a torch forward samples them
+        with: peft's with the adapter active (the base: adapters disabled), a full-weights copy, or (engines that
+        fold LoRA, engine.merge_lora_sampling) a plain copy with the snapshot's adapter folded in."""
         if weights_key is None:
             module, ctx = base.forward_module(None)
+            return SelectedWeights(None, None, module, ctx)
+        sw = self._loaded_sampler(weights_key)
+        if sw is None:
+            raise NotFound(f"sampler weights {weights_key!r} are no longer loaded")
+        self.samplers.move_to_end(weights_key)
+        if sw.module is not None:
+            module, ctx = sw.module, None
+        elif self.merge_lora_sampling and self.engine.folds_lora:
+            module, ctx = base.merged_module(sw.adapter), None  # type: ignore[arg-type] # no module: an adapter
         else:
-            sw = self._loaded_sampler(weights_key)
-            if sw is None:
-                raise NotFound(f"sampler weights {weights_key!r} are no longer loaded")
-            self.samplers.move_to_end(weights_key)
-            if sw.module is not None:
-                module, ctx = sw.module, None
-            elif self.merge_lora_sampling and self.sampling is None:
-                module, ctx = base.merged_module(sw.adapter), None
-            else:
-                module, ctx = base.forward_module(sw.adapter)
-        def hf_generate(sp: list[sampler.SampleSpec]) -> list[sampler.SampleResult]:
-            with torch.no_grad():
-                if ctx is not None:
-                    with ctx():
-                        return sampler.generate(module, base.tokenizer, sp, base.device, self.max_batch_sequences)
-                return sampler.generate(module, base.tokenizer, sp, base.device, self.max_batch_sequences)
-
-        if self.sampling is not None:  # specs longer than the engine's context fall back to hf_generate
-            weights = None if weights_key is None else sw
-            return self.sampling.sample(base, weights_key, weights, specs, hf_generate, poll=poll)
-        return hf_generate(specs)
+            module, ctx = base.forward_module(sw.adapter)
+        return SelectedWeights(weights_key, sw, module, ctx)
 

@@ -57,23 +57,6 @@ class SampleResult:
     resume: dict[int, Any] = field(default_factory=dict)  # preempted sequence index -> its seeded stream
 
 
-def serve_fitting(specs: list[SampleSpec], fits: Callable[[SampleSpec], bool],
-                  serve: Callable[[list[SampleSpec]], list[SampleResult]],
-                  fallback: Callable[[list[SampleSpec]], list[SampleResult]]) -> list[SampleResult]:
-    """An engine's round: the specs ``fits`` accepts go to ``serve`` (one call), the rest to ``fallback``
-    (the HF sampler); results in the specs' order."""
-    fit = [i for i, s in enumerate(specs) if fits(s)]
-    results: list[Any] = [None] * len(specs)
-    if fit:
-        for i, r in zip(fit, serve([specs[i] for i in fit])):
-            results[i] = r
-    rest = [i for i in range(len(specs)) if results[i] is None]
-    if rest:
-        for i, r in zip(rest, fallback([specs[i] for i in rest])):
-            results[i] = r
-    return results
-
-
 MIN_STEPS_BEFORE_YIELD = 16   # a yielding wave still makes this much progress
 
 

@@ -51,7 +51,7 @@ def layer_of(filename: str) -> str | None:
     rel = p.relative_to(BACKEND)
     if rel.as_posix() in INFRA:
         return None
-    return "runtime" if rel.parts[0] == "gpu" else LAYERS.get(rel.as_posix(), "other")
+    return "runtime" if rel.parts[0] in ("gpu", "engines") else LAYERS.get(rel.as_posix(), "other")
 
 
 class Recorder:

@@ -49,7 +49,7 @@ def main(device: str = "cpu", dtype: str = "float32", model: str | None = None, 
         opts = {"max_slots": 8, "max_context": 512, **json.loads(os.environ.get("CHECK_SAMPLER_OPTIONS", "{}"))}
         rt = Runtime([{"name": "m", "path": path}], Path(tmp), device=device, dtype=dtype, sampler=sampler,
                      sampler_options=opts, merge_lora_sampling=merge)
-        assert (rt.sampling is not None) == (sampler in ("static", "vllm"))
+        assert rt.engine.name == sampler
         rng = np.random.default_rng(0)
         seq = rng.integers(0, 8000, size=33)
         d = Datum(seq[:-1], {"target_tokens": seq[1:], "weights": np.ones(32, np.float32)})
@@ -105,10 +105,10 @@ def main(device: str = "cpu", dtype: str = "float32", model: str | None = None, 
         # base weights again after snapshots (the engine reloads them)
         again = rt.sample("m", None, [spec])[0]
         assert [s[0] for s in again.sequences] == [s[0] for s in base_res.sequences]
-        if rt.sampling is None:
+        if rt.engine.name == "hf":
             stats = {"merged": rt.bases["m"]._merged is not None}
         else:
-            stats = getattr(rt.sampling, "stats", None) or rt.sampling.engines["m"].stats
+            stats = getattr(rt.engine, "stats", None) or rt.engine.engines["m"].stats
         print("OK", {"device": device, "dtype": dtype, "sampler": sampler, "max_abs_logprob_err": worst, **stats})
 
 

@@ -385,7 +385,7 @@ def test_static_engine_serves_a_llama_through_the_runtime(tmp_path):
     rt = _runtime_for(_llama_config(), tmp_path, "llama")
     spec = SampleSpec(prompt=[5, 6, 7, 8], num_samples=2, max_tokens=6, seed=1)
     res = rt.sample("llama", None, [spec])[0]
-    assert list(rt.sampling.engines) == ["llama"] and rt.sampling.unsupported == {"llama": None}
+    assert list(rt.engine.engines) == ["llama"] and rt.engine.unsupported == {"llama": None}
     for toks, lps, _ in res.sequences:
         assert len(toks) == 6
         assert torch.allclose(_ref_logprobs(rt.bases["llama"].hf, spec.prompt, toks), torch.tensor(lps), atol=1e-4)
@@ -397,5 +397,5 @@ def test_static_engine_hands_other_architectures_to_the_hf_sampler(tmp_path):
     rt = _runtime_for(_llama_config(attention_bias=True), tmp_path, "llama-bias")
     res = rt.sample("llama-bias", None, [SampleSpec(prompt=[5, 6, 7], num_samples=2, max_tokens=5, seed=1)])[0]
     assert [len(s[0]) for s in res.sequences] == [5, 5]
-    assert rt.sampling.engines == {}  # no static engine was built for it
-    assert "attention_bias" in rt.sampling.unsupported["llama-bias"]
+    assert rt.engine.engines == {}  # no static engine was built for it
+    assert "attention_bias" in rt.engine.unsupported["llama-bias"]

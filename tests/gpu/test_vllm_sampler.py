@@ -1,4 +1,4 @@
-"""``engine.sampler: vllm`` (services/backend/gpu/vllm_sampler.py) on CPU: CONTRACT tests.
+"""``engine.sampler: vllm`` (services/backend/engines/vllm.py) on CPU: CONTRACT tests.
 
 vLLM does not run here (it needs a GPU and a torch build its wheel pins). These tests drive the runtime's
 vLLM sampler against tests/gpu/fake_vllm, a stand-in holding to vLLM's offline API where the sampler relies
@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from helpers import REPO, RUNTIME_PY
-from services.backend.gpu import glue
-from services.backend.gpu.vllm_sampler import VllmSampling, sampling_params, to_result
+from services.backend.engines import SelectedWeights, StaticSampling, make_engine
+from services.backend.engines.vllm import VllmSampling, sampling_params, to_result
 from services.backend.sampler import SampleSpec
 
 FAKE = REPO / "tests" / "gpu" / "fake_vllm"
@@ -81,11 +81,11 @@ def test_results_and_prompt_logprobs():
 
 
 def test_engine_choice_and_a_clear_error_without_vllm(monkeypatch):
-    assert glue.make_sampling("hf", "cuda", None, 8) is None
-    assert isinstance(glue.make_sampling("static", "cpu", None, 8), glue.StaticSampling)
-    assert isinstance(glue.make_sampling("VLLM", "cpu", None, 8), VllmSampling)  # vllm not imported yet
+    assert make_engine("hf", "cuda", None, 8).name == "hf"
+    assert isinstance(make_engine("static", "cpu", None, 8), StaticSampling)
+    assert isinstance(make_engine("VLLM", "cpu", None, 8), VllmSampling)  # vllm not imported yet
     with pytest.raises(ValueError, match="auto, static, hf or vllm"):
-        glue.make_sampling("sglang", "cuda", None, 8)
+        make_engine("sglang", "cuda", None, 8)
     monkeypatch.setitem(sys.modules, "vllm", None)  # as where it is not installed
     with pytest.raises(RuntimeError, match="vllm cannot be imported"):
         VllmSampling({}, 8).params_cls()
@@ -119,7 +119,7 @@ def test_long_requests_and_resumed_rows_go_to_the_fallback():
     specs = [SampleSpec(prompt=[1] * 10, max_tokens=22), SampleSpec(prompt=[1] * 10, max_tokens=23),
              SampleSpec(prompt=[1, 2], prefix=([2], [-1.0]))]
     seen = []
-    res = vs.sample(base, None, None, specs, lambda sp: [seen.append(s) or "hf" for s in sp])
+    res = vs.sample(base, SelectedWeights(None, None), specs, lambda sp: [seen.append(s) or "hf" for s in sp])
     assert res[0].sequences[0][0] == [3] and res[1:] == ["hf", "hf"] and len(seen) == 2
     assert made["max_model_len"] == 32 and made["max_num_seqs"] == 8 and made["enforce_eager"] is True
     assert made["load_format"] == "dummy" and made["dtype"] == "bfloat16" and made["gpu_memory_utilization"] == 0.5
@@ -127,5 +127,5 @@ def test_long_requests_and_resumed_rows_go_to_the_fallback():
     # configure.py's kv_cache_gb is vLLM's KV budget; the static engine's own options are not passed to vLLM
     assert made["kv_cache_memory_bytes"] == 2 * 2**30 and not {"kv_cache_gb", "cuda_graphs", "attention"} & set(made)
     assert vs.stats["weight_pushes"] == 1 and vs.stats["fallback_requests"] == 2
-    vs.sample(base, None, None, specs[:1], None)
+    vs.sample(base, SelectedWeights(None, None), specs[:1], None)
     assert vs.stats["weight_pushes"] == 1  # same weights: no second push

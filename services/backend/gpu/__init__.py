@@ -21,8 +21,10 @@
 * ``logprobs.py``  training-side per-token logprobs with lm_head + float32 log-softmax chunked under
                    checkpointing (memory bounded with a 151,936-token vocabulary), and peft's LoRA
                    branches in bf16 on CUDA (``bf16_lora``).
-* ``glue.py``      what ``Runtime.sample`` calls (engine per base model, weights selection, sizing from
-                   ``engine.sampler_options``, HF fallback for requests longer than the static cache).
+
+What ``Runtime.sample`` calls is the engine adapter ``services/backend/engines/static.py`` (``StaticSampling``: an
+engine per base model, weights loading, sizing from ``engine.sampler_options``, HF fallback for requests longer than
+the static cache), one of the sampling engines of ``services/backend/engines``.
 
 Figures and commands: docs/performance.md.
 

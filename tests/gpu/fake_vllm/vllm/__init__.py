@@ -1,4 +1,4 @@
-"""A stand-in for vLLM's offline API, for the CPU contract test of services/backend/gpu/vllm_sampler.py
+"""A stand-in for vLLM's offline API, for the CPU contract test of services/backend/engines/vllm.py
 (tests/gpu/test_vllm_sampler.py). It is not vLLM and proves nothing about vLLM itself: the real engine is
 run on the GPU by bench/bench_gpu_vllm.py and tests/gpu/runtime_static_check.py (docs/performance.md).
 

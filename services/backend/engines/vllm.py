@@ -40,9 +40,10 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
-from ..sampler import SampleResult, SampleSpec, serve_fitting
-from .engine import EngineOptions
-from .weights import engine_weights, linear_weight
+from ..gpu.engine import EngineOptions
+from ..gpu.weights import engine_weights, linear_weight
+from ..sampler import SampleResult, SampleSpec
+from .base import SamplingEngine, SelectedWeights, serve_fitting
 
 log = logging.getLogger("backend.gpu")
 
@@ -129,12 +130,13 @@ def to_result(spec: SampleSpec, out: Any) -> SampleResult:
     return res
 
 
-class VllmSampling:
-    """What ``Runtime.sample`` calls when ``engine.sampler`` is ``vllm`` (the interface of StaticSampling)."""
+class VllmSampling(SamplingEngine):
+    """What ``Runtime.sample`` calls when ``engine.sampler`` is ``vllm``."""
+
+    name = "vllm"
 
     def __init__(self, options: dict[str, Any] | None, default_slots: int, llm_factory: Callable | None = None):
-        self.options = dict(options or {})
-        self.default_slots = default_slots
+        super().__init__(options, default_slots)
         self.llm_factory = llm_factory  # tests: a stand-in for vllm.LLM
         self.engines: dict[str, Any] = {}
         self.loaded: dict[str, Any] = {}
@@ -214,10 +216,10 @@ class VllmSampling:
         return (spec.prefix is None and 0 < len(spec.prompt)
                 and len(spec.prompt) + spec.max_tokens <= self.max_context(base))
 
-    def sample(self, base, weights_key: str | None, sw, specs: list[SampleSpec], fallback, poll=None):
+    def sample(self, base, weights: SelectedWeights, specs: list[SampleSpec], fallback, poll=None):
         """``poll`` is not used: requests that arrive while vLLM runs are served by the next round."""
         llm = self.engine(base)
-        self.push(base, llm, *engine_weights(base, weights_key, sw))
+        self.push(base, llm, *engine_weights(base, weights.key, weights.sampler))
 
         def serve(sp: list[SampleSpec]) -> list[SampleResult]:
             self.stats["requests"] += len(sp)

@@ -1,6 +1,6 @@
-"""How the runtime uses the static engine (kept here so runtime.py's edit stays a few lines).
+"""``engine.sampler: static`` (and ``auto`` on CUDA): the static-KV-cache engine of services/backend/gpu.
 
-``StaticSampling.sample(base, weights_key, sw, specs)`` picks the weights (base model, a LoRA
+``StaticSampling.sample(base, weights, specs, fallback)`` loads the weights into the engine (base model, a LoRA
 snapshot merged into the engine's bf16 buffers, or a full fine-tuned copy), serves every spec
 that fits the static cache, and hands the rest (prompt + max_tokens longer than the cache's
 context) to the HF sampler. One engine per base model, created at first use and sized from the
@@ -39,28 +39,12 @@ from typing import Any
 
 import torch
 
-from ..sampler import serve_fitting
-from .engine import EngineOptions, StaticEngine
-from .qwen3 import Qwen3Shape
-from .vllm_sampler import VllmSampling  # imports vllm only when used
-from .weights import engine_weights
+from ..gpu.engine import EngineOptions, StaticEngine
+from ..gpu.qwen3 import Qwen3Shape
+from ..gpu.weights import engine_weights
+from .base import SamplingEngine, SelectedWeights, serve_fitting
 
 log = logging.getLogger("backend.gpu")
-
-
-def wanted(mode: str | None, device: str) -> bool:
-    """engine.sampler: 'static' | 'hf' | 'vllm' | 'auto' (static on CUDA, HF on CPU): is it the static engine?"""
-    mode = (mode or "auto").lower()
-    if mode not in ("auto", "static", "hf", "vllm"):
-        raise ValueError(f"engine.sampler must be auto, static, hf or vllm, got {mode!r}")
-    return mode == "static" or (mode == "auto" and str(device).startswith("cuda"))
-
-
-def make_sampling(mode: str | None, device: str, options: dict[str, Any] | None, default_slots: int):
-    """The runtime's sampling engine for engine.sampler, or None for the HF sampler."""
-    if (mode or "auto").lower() == "vllm":
-        return VllmSampling(options, default_slots)
-    return StaticSampling(options, default_slots) if wanted(mode, device) else None
 
 
 def size_options(shape: Qwen3Shape, device: torch.device, dtype: torch.dtype, model_context: int,
@@ -100,10 +84,11 @@ def unsupported(config) -> str | None:
     return None
 
 
-class StaticSampling:
+class StaticSampling(SamplingEngine):
+    name = "static"
+
     def __init__(self, options: dict[str, Any] | None, default_slots: int):
-        self.options = options or {}
-        self.default_slots = default_slots
+        super().__init__(options, default_slots)
         self.engines: dict[str, StaticEngine] = {}
         self.unsupported: dict[str, str | None] = {}  # base model -> why the HF sampler serves it (None: served)
 
@@ -118,7 +103,7 @@ class StaticSampling:
             self.engines[base.name] = eng
         return eng
 
-    def sample(self, base, weights_key: str | None, sw, specs, fallback, poll=None):
+    def sample(self, base, weights: SelectedWeights, specs, fallback, poll=None):
         if base.name not in self.unsupported:
             self.unsupported[base.name] = why = unsupported(base.hf.config)
             if why:
@@ -126,7 +111,7 @@ class StaticSampling:
         if self.unsupported[base.name]:
             return fallback(specs)
         eng = self.engine(base)
-        eng.load_weights(*engine_weights(base, weights_key, sw))
+        eng.load_weights(*engine_weights(base, weights.key, weights.sampler))
         if poll is not None:
             outer = poll
 
