@@ -25,6 +25,11 @@
     prepare_sandbox.py build-swebench-like-images [--only ID]
         Build their SWE-bench-shaped images swebench/sweb.eval.x86_64.<id>:latest on the Docker host, offline
         (cached by content).
+    prepare_sandbox.py swebench-export EXPORT [--dest DIR] [--only ID] [--limit N] [--validate] [--jobs N]
+        A SWE-bench Verified export (JSONL / JSON / parquet rows): the published Harbor layout for every row under
+        --dest, then the selected rows prepared on the docker backend (image built, history scrubbed) and with
+        --validate validated in parallel; a progress bar, then a table (validated / excluded with reason / infra).
+        Resumable: a re-run keeps written and finished tasks and retries infrastructure failures.
     prepare_sandbox.py --task ROOT --task-id ID [--source DIR|harbor:NAME] [--rock-root R] [--wheel W]
         Fetch one Harbor task byte for byte into ROOT/assets/harbor-tasks/ID/ and record it (source, per-file
         sha256, image ids, the validated --rock-root / --wheel) in ROOT/sandbox-preparation/manifest.json.
@@ -59,8 +64,9 @@ from services.sandbox.docker_images import OFFLINE_ENV_FLAG, docker_client
 from .grading.bases import ImageRef
 from .grading.cleangrade import grade_patch
 from .preparation.hostsandbox import host_sandbox_factory
+from .preparation.manifest import load_manifest, save_manifest
 from .preparation.prepare import base_of, prepare_tasks
-from .sources import TaskSource, generalise, micro, multiturn, swebench_like, swebench_sample
+from .sources import TaskSource, generalise, micro, multiturn, swebench_export, swebench_like, swebench_sample
 from .sources.fetch import FetchError, fetch_task
 from .sources.real import build_real
 from .sources.synth import synthesize
@@ -306,6 +312,66 @@ def cmd_grade(argv: list[str]) -> int:
     return 0 if res.reward == 1.0 else 1
 
 
+def cmd_swebench_export(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="prepare_sandbox.py swebench-export",
+                                 description="Write the published Harbor layout of every row of a SWE-bench Verified "
+                                             "export, then prepare (and --validate) the selected rows on the docker "
+                                             "backend (services/tasks/sources/swebench_export.py; docs/tasks.md).")
+    ap.add_argument("export", type=Path, help="the dataset's rows: .jsonl, .json (a list) or .parquet")
+    ap.add_argument("--dest", type=Path, default=DATASETS_DIR / swebench_export.DATASET,
+                    help="where the task dirs go (default: %(default)s)")
+    ap.add_argument("--dataset", default=swebench_export.DATASET, help="task.toml source and name prefix")
+    ap.add_argument("--repos", type=Path, help="checkouts <owner>__<name>: upstream files swebench's make_test_spec "
+                                               "fetches are served from their history (offline hosts)")
+    ap.add_argument("--write-only", action="store_true", help="only write the task dirs")
+    ap.add_argument("--only", action="append", help="prepare only this instance id (repeatable)")
+    ap.add_argument("--limit", type=int, help="prepare only the first N written rows (after --only)")
+    ap.add_argument("--validate", action="store_true", help="prove gold 1, empty 0, delete-the-test 0, history clean")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel tasks (default: %(default)s)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="preparation dir (default: %(default)s)")
+    ap.add_argument("--sandbox", default="manager", help="'manager' (default) or module:callable, as for prepare")
+    ap.add_argument("--force", action="store_true", help="rewrite and redo everything")
+    ap.add_argument("--verifier-timeout", type=float, help="override [verifier].timeout_sec")
+    ap.add_argument("--offline-build", action="store_true",
+                    help="substitute the uv installer line from the uv wheel (see docs/tasks.md)")
+    ap.add_argument("--no-progress", action="store_true")
+    a = ap.parse_args(argv)
+    _offline(a.offline_build)
+    try:
+        rows = swebench_export.read_export(a.export)
+    except swebench_export.ExportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    w = swebench_export.write_export(rows, a.dest, a.repos, a.dataset, progress=not a.no_progress, force=a.force)
+    print(f"{len(w.ids)} of {w.total} rows have their task dir in {a.dest} ({len(w.written)} written, "
+          f"{len(w.kept)} already there), {len(w.errors)} not written")
+    if a.write_only:
+        for iid, reason in w.errors:
+            print(f"NOT WRITTEN {iid}: {reason}")
+        return 1 if w.errors else 0
+    try:
+        ids = swebench_export.select(w.ids, a.only, a.limit)
+    except swebench_export.ExportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    tasks = [load_task(a.dest / i) for i in ids]
+    slugs = {i: t.slug for i, t in zip(ids, tasks)}
+    manifest = load_manifest(a.out)
+    retried = swebench_export.forget_infra(manifest, slugs.values())
+    if retried:
+        save_manifest(a.out, manifest)
+        print(f"retrying {len(retried)} task(s) that ended in an infrastructure failure")
+    if a.validate and a.sandbox == "manager":
+        _check_manager_backend("docker")
+    factory = _factory(a.sandbox) if a.validate else None
+    manifest = asyncio.run(prepare_tasks(
+        tasks, a.out, validate=a.validate, factory=factory, jobs=a.jobs, force=a.force, backend="docker",
+        progress=not a.no_progress, verifier_timeout=a.verifier_timeout, dataset=a.dataset, log=lambda s: None))
+    counts = swebench_export.prepare_summary(manifest, slugs, a.validate, w.errors)
+    done = counts.get("validated" if a.validate else "prepared", 0)
+    return 0 if done == len(ids) and not w.errors else 1
+
+
 # The built-in sets' generators (sources/): each gets `write-<name>`.
 SOURCES: tuple[TaskSource, ...] = (micro.SOURCE, multiturn.SOURCE, generalise.SOURCE, swebench_sample.SOURCE,
                                    swebench_like.SOURCE)
@@ -316,6 +382,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     **{f"write-{s.name}": write_command(s) for s in SOURCES},
     "write-swebench-verified-like": cmd_write_swebench_like,   # + --cache / --only
     "build-swebench-like-images": cmd_build_swebench_like,
+    "swebench-export": cmd_swebench_export,
 }
 
 

@@ -12,7 +12,8 @@
   sandboxes (both must be 0; ``services.tasks.grading.cleangrade.validate_delete_test``), reasons, timings,
 * ``excluded`` / ``reason``: tasks that failed to load, build or validate.
 
-Re-runs are idempotent: a task whose ``task_hash`` is unchanged, whose base still exists and
+Re-runs are idempotent (the manifest is saved as each task finishes, so an interrupted run keeps what it did): a
+task whose ``task_hash`` is unchanged, whose base still exists and
 (with ``--validate``) that was already validated is skipped (``--force`` redoes it). With ``prune``,
 entries of the same dataset that are no longer in it are dropped. A skipped docker task still gets its
 upstream files exported again from its unscrubbed environment image when the mirror's raw store lost them
@@ -310,6 +311,7 @@ async def prepare_tasks(tasks: list[Task], out_dir: Path, *, validate: bool = Fa
                     except Exception as e:  # noqa: BLE001 - one broken task never stops the run
                         entry.update(excluded=True, reason=f"validation crashed: {type(e).__name__}: {e}")
                 entries[task.slug] = entry
+                save_manifest(out_dir, manifest)   # each finished task at once: an interrupted run resumes here
             if entry.get("excluded"):
                 counts["excluded"] += 1
             bar.update(1)
