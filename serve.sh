@@ -29,7 +29,7 @@ case "$svc" in
     exec .venv-control/bin/python -m services.sandbox "$svc" "$@" ;;
   modelservice)
     need .venv-control control
-    exec .venv-control/bin/python -m cookbook.modelservice "$@" ;;
+    exec .venv-control/bin/python -m services.modelservice "$@" ;;
   -h|--help|help|"") sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$svc" ]] ;;
   *) echo "serve.sh: unknown service '$svc' (backend | admin | worker | modelservice)" >&2; exit 2 ;;
 esac

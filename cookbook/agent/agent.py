@@ -12,37 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tinker import types
 
+from services.common.budgets import Budgets, elide_observations, truncate_observation
 from services.common.renderers import renderer_for
 from services.common.renderers.qwen3 import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, parse_tool_calls, tool_response_turn
 from services.common.sandbox_api import Sandbox
+from services.common.trajectory import SAMPLED, SampleOut, Segment, Trajectory, Turn
 
-from .budgets import Budgets
 from .tools import ToolBox
-from .trajectory import Segment, Trajectory, Turn
 
 SYSTEM_PROMPT = ("You are a software engineer fixing a bug in the repository at /workspace. "
                  "Use the tools to inspect the code, edit it, and call submit when the tests pass.")
-ELIDED = "[older observation elided]"
 NO_CALL = (f"No tool call found. Call a tool with {TOOL_CALL_OPEN}"
            f"{{\"name\": ..., \"arguments\": {{...}}}}{TOOL_CALL_CLOSE}.")
-
-
-SAMPLED = "sampler"   # SampleOut.source / Turn.sampled_by of a turn a Tinker sampling client drew
-
-
-@dataclass
-class SampleOut:
-    tokens: list[int]
-    logprobs: list[float]
-    stop_reason: str  # "stop" | "length"
-    # "sampler": drawn by a Tinker sampling client (TinkerPolicy, the ModelService's sampler); anything else (a
-    # scripted, replayed or teacher-forced policy) is never trained on by RL (rl_loop.train_batch refuses it)
-    source: str = ""
 
 
 class Policy(Protocol):
@@ -72,23 +57,6 @@ class TinkerPolicy:
                                                             top_p=self.top_p, stop=self.stop, seed=seed))
         s = res.sequences[0]
         return SampleOut(list(s.tokens), list(s.logprobs or []), s.stop_reason, source=SAMPLED)
-
-
-def truncate_observation(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head, tail = int(limit * 0.75), limit - int(limit * 0.75)
-    return f"{text[:head]}\n[... {len(text) - limit} characters elided ...]\n{text[-tail:]}"
-
-
-def elide_observations(messages: list[dict[str, Any]], keep: int) -> bool:
-    """The elision policy (this agent and the ModelService): all but the last ``keep`` tool observations
-    are replaced, in place, by a marker; True if anything changed (the prompt was rewritten)."""
-    tool_idx = [i for i, m in enumerate(messages) if m["role"] == "tool" and m["content"] != ELIDED]
-    old = tool_idx[:-keep] if keep > 0 else tool_idx
-    for i in old:
-        messages[i] = {**messages[i], "content": ELIDED}
-    return bool(old)
 
 
 class SWEAgent:

@@ -1,9 +1,4 @@
-"""ModelService: an OpenAI-compatible chat endpoint for black-box agents running in sandboxes.
-
-Requests are rendered with the model's chat template, sampled through the official tinker SDK
-against our backend, and recorded per session and turn token-exactly (prompt ids, sampled ids,
-logprobs) as ``cookbook.agent.trajectory`` segments, so black-box rollouts train with the same
-code as the client-side agent. A client of the backend and the sandbox manager, so it lives on the
-client side; ``run.sh rollout|grpo --agent mini-swe-agent`` serves it inside the recipe's process
-(agent_runner.py). See docs/modelservice.md.
+"""The client side of the ModelService (services/modelservice): the drivers that run a black-box agent
+(mini-swe-agent) on a task in a sandbox against it (agent_runner.py; rock_pull.py for ROCK's pull transport),
+serving it inside the recipe's process for ``run.sh rollout|grpo --agent mini-swe-agent``. See docs/modelservice.md.
 """

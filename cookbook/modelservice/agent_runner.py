@@ -39,23 +39,23 @@ import httpx
 import uvicorn
 import yaml
 
-from cookbook.agent.budgets import Budgets
-from cookbook.agent.trajectory import Trajectory
+from services.common.budgets import Budgets
 from services.common.paths import REPO_ROOT, STATE_DIR
 from services.common.renderers import renderer_for
 from services.common.server import SignalServer
+from services.common.trajectory import Trajectory
+from services.modelservice import config as mconfig
+from services.modelservice import shim
+from services.modelservice.app import ModelServiceState, build_app
+from services.modelservice.budget import BudgetGuard, load_budgets
+from services.modelservice.listeners import unix_listener
+from services.modelservice.sessions import Recorder
 from services.sandbox.client import SandboxManagerClient
 from services.sandbox.docker_images import docker_client, task_image
 from services.tasks.grading.bases import ImageRef
 from services.tasks.grading.verifier import verify
 from services.tasks.preparation.workspace import build_base
 from services.tasks.task import load_dataset, matches_task_id
-
-from . import config as mconfig
-from .app import ModelServiceState, build_app
-from .budget import BudgetGuard, load_budgets
-from .listeners import unix_listener
-from .sessions import Recorder
 
 AGENT_VENV = REPO_ROOT / ".venv-agent"
 AGENT_REQUIREMENTS = REPO_ROOT / "requirements" / "agent.txt"
@@ -109,7 +109,7 @@ async def _run_in_sandbox(sb, task, session_id: str, socket_name: str, *, step_l
                           temperature: float | None):
     """mini-swe-agent (behind the shim) on ``task`` in ``sb``, its model calls going to ``session_id``:
     (the command's result, mini-swe-agent's own trajectory file or {})."""
-    await sb.write_file(SHIM_PATH, (Path(__file__).parent / "shim.py").read_text())
+    await sb.write_file(SHIM_PATH, Path(shim.__file__).read_text())
     await sb.write_file("/tmp/lts-task.md", task.instruction)
     cfg = mini_config(model_name, session_id, step_limit, max_tokens, command_timeout_s, temperature)
     await sb.write_file("/tmp/lts-mini.yaml", yaml.safe_dump(cfg))

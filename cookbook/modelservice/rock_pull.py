@@ -34,16 +34,16 @@ from typing import Any
 
 import yaml
 
-from cookbook.agent.budgets import Budgets
-from cookbook.agent.trajectory import Trajectory
+from services.common.budgets import Budgets
 from services.common.paths import REPO_ROOT
 from services.common.renderers import renderer_for
 from services.common.sandbox_api import ExecResult
+from services.common.trajectory import Trajectory
+from services.modelservice.app import ModelServiceState, answer
+from services.modelservice.budget import BudgetGuard
+from services.modelservice.sessions import Recorder
 
 from .agent_runner import AGENT_VENV, _finish, _NoSampler, agent_env, mini_config
-from .app import ModelServiceState, answer
-from .budget import BudgetGuard
-from .sessions import Recorder
 
 ROCK_VENV = REPO_ROOT / ".venv-rock"
 SESSION_END = "SESSION_END"

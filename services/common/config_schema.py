@@ -1,7 +1,7 @@
 """Typed service configs: the base of every config file's pydantic model, and the one readable refusal.
 
 Every YAML file a service reads at start (runtime.yaml, engine.yaml, harbor.yaml: ``service_configs.py``;
-admin.yaml: ``services/sandbox/config.py``; modelservice.yaml: ``cookbook/modelservice/config.py``) is checked
+admin.yaml: ``services/sandbox/config.py``; modelservice.yaml: ``services/modelservice/config.py``) is checked
 against a ``ConfigModel`` mirroring it: an unknown key (a typo) or a value of the wrong type is refused with one
 line naming the file, the dotted key and, for a typo, the closest known key::
 

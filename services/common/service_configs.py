@@ -2,7 +2,7 @@
 (templates/*.yaml, rendered by configure.py) and refuses unknown keys (``ConfigModel``); a default written here
 is the one the service uses when the key is absent. ``None`` marks a key whose default belongs to the code
 that reads it (named in the comment). The sandbox manager's admin.yaml is typed in services/sandbox/config.py,
-the ModelService's modelservice.yaml in cookbook/modelservice/config.py."""
+the ModelService's modelservice.yaml in services/modelservice/config.py."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ class Grading(ConfigModel):
 
 
 class Budgets(ConfigModel):
-    """``agent.budgets`` (cookbook/agent/budgets.py ``Budgets`` holds the defaults; a test keeps the keys equal)."""
+    """``agent.budgets`` (services/common/budgets.py ``Budgets`` holds the defaults; a test keeps the keys equal)."""
 
     max_input_tokens: int | None = None
     max_output_tokens: int | None = None

@@ -49,7 +49,7 @@ def start_modelservice(tmp: Path, backend, extra: list[str] | None = None) -> MS
     log = tmp / "modelservice.log"
     harbor = tmp / "harbor.yaml"
     harbor.write_text(yaml.safe_dump({"agent": {"budgets": {"max_turns": 12}}}))
-    cmd = [sys.executable, "-m", "cookbook.modelservice", "--port", str(port), "--socket", str(sock), "--key", key,
+    cmd = [sys.executable, "-m", "services.modelservice", "--port", str(port), "--socket", str(sock), "--key", key,
            "--backend-url", backend.url, "--backend-key", backend.key, "--base-model", backend.model,
            "--tokenizer", str(backend.model_path), "--trajectories-dir", str(tmp / "trajectories"),
            "--harbor-config", str(harbor), "--log-file", str(log), "--record-requests", *(extra or [])]

@@ -14,10 +14,10 @@ from cookbook.agent.agent import SampleOut
 from cookbook.agent.budgets import Budgets
 from cookbook.agent.trajectory import Trajectory
 from cookbook.data import rl_datums
-from cookbook.modelservice.budget import BudgetExceeded, BudgetGuard
-from cookbook.modelservice.sessions import Recorder, Session
 from services.common.renderers import renderer_for
 from services.common.renderers.qwen3 import reply_message
+from services.modelservice.budget import BudgetExceeded, BudgetGuard
+from services.modelservice.sessions import Recorder, Session
 
 BASH = {"type": "function", "function": {"name": "bash", "description": "Run a bash command",
                                          "parameters": {"type": "object", "properties": {"command": {"type": "string"}},

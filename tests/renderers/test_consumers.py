@@ -15,10 +15,10 @@ from transformers import AutoTokenizer
 
 from cookbook.agent.agent import SampleOut, SWEAgent
 from cookbook.agent.budgets import Budgets
-from cookbook.modelservice.budget import BudgetGuard
-from cookbook.modelservice.sessions import Recorder, Session
 from services.common.renderers import FoldedChatMLRenderer, Qwen3Renderer, normalize_messages, renderer_for
 from services.models.tokenizer import build_hf_tokenizer
+from services.modelservice.budget import BudgetGuard
+from services.modelservice.sessions import Recorder, Session
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a bash command",
                                            "parameters": {"type": "object", "required": ["command"],

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from cookbook.agent.budgets import Budgets
-from cookbook.modelservice import config as mconfig
 from services.common.config import ConfigError, load_config, read_config
 from services.common.service_configs import SCHEMAS
 from services.common.service_configs import Budgets as BudgetsSection
+from services.modelservice import config as mconfig
 from services.sandbox import config as sbconfig
 from services.sandbox.client import SandboxManagerClient
 
@@ -97,7 +97,7 @@ def test_modelservice_refuses_a_typo_in_its_config_at_start(tmp_path: Path):
     path.write_text(yaml.safe_dump({"modelservice": {"port": 0, "max_sesions": 4},
                                     "tinker": {"base_url": "http://127.0.0.1:1", "api_key": "tml-x",
                                                "base_model": "m"}}))
-    _assert_refused(_run([sys.executable, "-m", "cookbook.modelservice", "--config", str(path)]), path,
+    _assert_refused(_run([sys.executable, "-m", "services.modelservice", "--config", str(path)]), path,
                     "modelservice.max_sesions", "max_sessions")
     with pytest.raises(ConfigError, match="unknown key 'modelservice.max_sesions'"):
         mconfig.load(str(path))

@@ -1,5 +1,5 @@
 """The one renderer package: chat formats and tool calls, imported by the agent (cookbook/agent), the
-ModelService (cookbook/modelservice) and the backend's OpenAI-/Anthropic-compatible endpoints
+ModelService (services/modelservice) and the backend's OpenAI-/Anthropic-compatible endpoints
 (services/backend). One module per format over a shared base (tinker-cookbook's layout):
 
 * ``base.py``: request messages/tools -> what a template renders (:func:`normalize_messages`), the

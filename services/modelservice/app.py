@@ -19,6 +19,7 @@ import json
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -339,20 +340,20 @@ def session_routes(state: ModelServiceState) -> APIRouter:
     async def list_sessions():
         return {"sessions": [s.stats() for s in state.sessions.values()]}
 
-    @api.get("/sessions/{sid}")
-    async def get_session(sid: str):
+    async def under_lock(sid: str, use: Callable[[Session], Any]):
+        """``use(session)`` under the session's lock (no call of it in flight), or a 404."""
         s = state.sessions.get(sid)
         if s is None:
             return _unknown_session(sid)
         async with s.lock:
-            return s.record()
+            return use(s)
+
+    @api.get("/sessions/{sid}")
+    async def get_session(sid: str):
+        return await under_lock(sid, lambda s: s.record())
 
     @api.delete("/sessions/{sid}")
     async def delete_session(sid: str):
-        s = state.sessions.get(sid)
-        if s is None:
-            return _unknown_session(sid)
-        async with s.lock:
-            return state.close(sid)
+        return await under_lock(sid, lambda s: state.close(s.id))
 
     return api

@@ -1,5 +1,5 @@
 """The ModelService's listening sockets: a Unix socket bound into sandboxes, and loopback TCP. Shared by
-`python -m cookbook.modelservice` and the in-process ModelService of agent_runner.py (own module: no import
+`python -m services.modelservice` and the in-process ModelService of agent_runner.py (own module: no import
 circle between the two)."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any
 import tinker
 from tinker import types
 
-from cookbook.agent.agent import SAMPLED, SampleOut
+from services.common.trajectory import SAMPLED, SampleOut
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Per-session, per-turn token-exact recording of an agent's model calls.
 
-A session (one per sandbox / rollout) holds a ``cookbook.agent.trajectory.Trajectory``: turns
+A session (one per sandbox / rollout) holds a ``services.common.trajectory.Trajectory``: turns
 (prompt length, sampled ids, logprobs, text, tool calls) and token *segments* that only grow by
 appending, so ``cookbook/data.py`` turns a black-box rollout into the same datums as a client-
 side one.
@@ -30,10 +30,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from cookbook.agent.agent import SampleOut
-from cookbook.agent.trajectory import Segment, Trajectory, Turn
 from services.common.renderers import Renderer, message_key, normalize_messages, normalize_tools
 from services.common.renderers.qwen3 import reply_message
+from services.common.trajectory import SampleOut, Segment, Trajectory, Turn
 
 from .budget import BudgetExceeded, BudgetGuard
 

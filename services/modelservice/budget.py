@@ -1,5 +1,5 @@
 """Agent budgets for black-box agents, enforced in this one place (config/harbor.yaml `agent.budgets`,
-the same ``cookbook.agent.budgets.Budgets`` the client-side agent uses).
+the same ``services.common.budgets.Budgets`` the client-side agent uses).
 
 What the ModelService controls is the prompt and the sample, so it enforces:
 * observations: each tool message is cut to ``max_observation_chars`` (head 75 % + marker + tail
@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cookbook.agent.agent import elide_observations, truncate_observation
-from cookbook.agent.budgets import Budgets
+from services.common.budgets import Budgets, elide_observations, truncate_observation
 from services.common.config import load_config
 
 
