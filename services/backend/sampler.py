@@ -171,18 +171,54 @@ def _prefill_in_pieces(hf, ids, mask, pos, cache, S: int, rows_per: int, q_chunk
     return merged, torch.cat(hiddens, dim=0)
 
 
+@dataclass
+class _Prefill:
+    """A wave's prefill: one row per distinct prompt (``uniq``: prompt -> row), left-padded to L own tokens after S
+    shared ones; the final hidden states (or logits, ``head`` None) and the last position's float32 logits."""
+    uniq: dict[tuple[int, ...], int]
+    L: int
+    mask: torch.Tensor
+    pos: torch.Tensor
+    padded: bool
+    cache: Any
+    hf: Any                    # the model under a peft wrapper (its .model and .lm_head)
+    f32_head: bool             # float32 logits out of the lm_head GEMM for a half-precision model (unembed.py)
+    hidden: torch.Tensor
+    head: Any
+    last: torch.Tensor
+
+
 def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
     """Decode one wave; True if it stopped early because a spec's ``should_yield()`` said so
     (its unfinished rows are then returned as "preempted", with their streams in ``resume``)."""
-    # ---- prefill: one row per distinct prompt
+    pf = _prefill(module, specs, idxs, device)
+    chunk = _logits_chunk(int(getattr(pf.hf.config, "vocab_size", pf.last.shape[-1]) or pf.last.shape[-1]),
+                          pf.hidden.device)
+    for i in idxs:
+        results[i].cache_hit_tokens = 0
+        if specs[i].prompt_logprobs or specs[i].topk_prompt_logprobs:
+            _prompt_logprobs(specs[i], results[i], pf, pf.uniq[tuple(specs[i].prompt)], chunk)
+    rows, src = _expand_rows(specs, idxs, pf.uniq)
+    yielded = _decode(module, tokenizer, specs, idxs, rows, src, pf, device)
+    for row in rows:
+        res = results[row.spec_idx]
+        if row.done is None and yielded:
+            res.resume[len(res.sequences)] = row.gen
+            res.sequences.append((row.tokens, row.logprobs, "preempted"))
+        else:
+            res.sequences.append((row.tokens, row.logprobs, row.done or "length"))
+    return yielded
+
+
+def _prefill(module, specs, idxs, device) -> _Prefill:
+    """One row per distinct prompt. A prefix every prompt shares (an agent's system prompt and tool schemas) is
+    prefilled once and its KV rows broadcast; the rest of each prompt is left-padded after it, padding masked out."""
     uniq: dict[tuple[int, ...], int] = {}
     for i in idxs:
         uniq.setdefault(tuple(specs[i].prompt), len(uniq))
     prompts = list(uniq)
     need_all_logits = any(specs[i].prompt_logprobs or specs[i].topk_prompt_logprobs for i in idxs)
     cache = GrowingCache()
-    # A prefix every prompt shares (an agent's system prompt and tool schemas) is prefilled once and
-    # its KV rows broadcast; the rest of each prompt is left-padded after it, padding masked out.
     S = 0 if need_all_logits or len(prompts) < 2 else min(_common_prefix(prompts), min(len(p) for p in prompts) - 1)
     if S < MIN_SHARED_PREFIX:
         S = 0
@@ -228,41 +264,42 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
         out = module(input_ids=ids, logits_to_keep=0 if need_all_logits else 1, **kw)
         hidden, head = out.logits, None    # the logits themselves (a model without .model / .lm_head)
         last = hidden[:, -1, :].float()
-    chunk = _logits_chunk(int(getattr(hf.config, "vocab_size", last.shape[-1]) or last.shape[-1]), hidden.device)
+    return _Prefill(uniq, L, mask, pos, padded, cache, hf, f32_head, hidden, head, last)
 
-    for i in idxs:
-        s = specs[i]
-        r = uniq[tuple(s.prompt)]
-        results[i].cache_hit_tokens = 0
-        if s.prompt_logprobs or s.topk_prompt_logprobs:
-            P = len(s.prompt)
-            first_scored = 1 if not s.prompt_logprobs_last_n else max(1, P - s.prompt_logprobs_last_n)
-            k = s.topk_prompt_logprobs
-            pl = np.full(P, np.nan, dtype=np.float32)
-            tids = np.zeros((P, k), dtype=np.int32)
-            tlps = np.full((P, k), -99999.0, dtype=np.float32)
-            rows_h = hidden[r, L - P: L - 1]   # position j predicts prompt[j+1]
-            tgt_all = torch.tensor(s.prompt[1:], device=hidden.device, dtype=torch.long)
-            for c in range(0, P - 1, chunk):
-                lg = rows_h[c: c + chunk]
-                lg = head_logits(head, lg) if head is not None else lg.float()
-                lsm = torch.log_softmax(lg, -1)
-                if s.prompt_logprobs:
-                    pl[1 + c: 1 + c + len(lg)] = lsm.gather(-1, tgt_all[c: c + chunk, None])[:, 0].cpu().numpy()
-                if k:
-                    v, t = torch.topk(lsm, k=min(k, lsm.shape[-1]), dim=-1)
-                    tids[1 + c: 1 + c + len(lg), : v.shape[1]] = t.cpu().numpy()
-                    tlps[1 + c: 1 + c + len(lg), : v.shape[1]] = v.cpu().numpy()
-                del lg, lsm
-            if s.prompt_logprobs:
-                pl[:first_scored] = np.nan
-                results[i].prompt_logprobs = pl
-            if k:
-                tids[:first_scored] = 0
-                tlps[:first_scored] = -99999.0
-                results[i].topk_prompt = (tids, tlps)
 
-    # ---- expand to one row per sampled sequence
+def _prompt_logprobs(s: SampleSpec, result: SampleResult, pf: _Prefill, r: int, chunk: int) -> None:
+    """The prompt's logprobs (and top-k) from prefill row ``r``: lm_head + log-softmax per chunk of positions."""
+    hidden, head, L = pf.hidden, pf.head, pf.L
+    P = len(s.prompt)
+    first_scored = 1 if not s.prompt_logprobs_last_n else max(1, P - s.prompt_logprobs_last_n)
+    k = s.topk_prompt_logprobs
+    pl = np.full(P, np.nan, dtype=np.float32)
+    tids = np.zeros((P, k), dtype=np.int32)
+    tlps = np.full((P, k), -99999.0, dtype=np.float32)
+    rows_h = hidden[r, L - P: L - 1]   # position j predicts prompt[j+1]
+    tgt_all = torch.tensor(s.prompt[1:], device=hidden.device, dtype=torch.long)
+    for c in range(0, P - 1, chunk):
+        lg = rows_h[c: c + chunk]
+        lg = head_logits(head, lg) if head is not None else lg.float()
+        lsm = torch.log_softmax(lg, -1)
+        if s.prompt_logprobs:
+            pl[1 + c: 1 + c + len(lg)] = lsm.gather(-1, tgt_all[c: c + chunk, None])[:, 0].cpu().numpy()
+        if k:
+            v, t = torch.topk(lsm, k=min(k, lsm.shape[-1]), dim=-1)
+            tids[1 + c: 1 + c + len(lg), : v.shape[1]] = t.cpu().numpy()
+            tlps[1 + c: 1 + c + len(lg), : v.shape[1]] = v.cpu().numpy()
+        del lg, lsm
+    if s.prompt_logprobs:
+        pl[:first_scored] = np.nan
+        result.prompt_logprobs = pl
+    if k:
+        tids[:first_scored] = 0
+        tlps[:first_scored] = -99999.0
+        result.topk_prompt = (tids, tlps)
+
+
+def _expand_rows(specs, idxs, uniq) -> tuple[list[_Row], list[int]]:
+    """One row per sampled sequence (its seeded stream, or a resumed row's), and each row's prefill row."""
     rows: list[_Row] = []
     src: list[int] = []
     for i in idxs:
@@ -273,15 +310,20 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
                 gen = s.resume_gen
             rows.append(_Row(i, gen, list(s.prefix[0]) if s.prefix else [], list(s.prefix[1]) if s.prefix else []))
             src.append(uniq[tuple(s.prompt)])
+    return rows, src
+
+
+def _decode(module, tokenizer, specs, idxs, rows: list[_Row], src: list[int], pf: _Prefill, device) -> bool:
+    """Decode every row in lock-step until each stops (finished rows leave the batch); True if it yielded."""
     src_t = torch.tensor(src, device=device)
+    cache = pf.cache
     cache.reorder_cache(src_t) if hasattr(cache, "reorder_cache") else None
-    mask = mask.index_select(0, src_t)
-    next_pos = pos[:, -1].index_select(0, src_t) + 1
-    cur_logits = last.index_select(0, src_t)
+    mask = pf.mask.index_select(0, src_t)
+    next_pos = pf.pos[:, -1].index_select(0, src_t) + 1
+    cur_logits = pf.last.index_select(0, src_t)
     max_new = max(specs[i].max_tokens - len(specs[i].prefix[0] if specs[i].prefix else ()) for i in idxs)
     active = list(range(len(rows)))  # indices into rows, aligned with batch rows
     should_yield = next((specs[i].should_yield for i in idxs if specs[i].should_yield is not None), None)
-    yielded = False
 
     temps = torch.tensor([specs[r.spec_idx].temperature for r in rows], dtype=torch.float32)
     topks = torch.tensor([specs[r.spec_idx].top_k for r in rows], dtype=torch.long)
@@ -290,26 +332,11 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
     for step in range(max_new):
         a_idx = torch.tensor(active)
         toks, lps = _pick(cur_logits, temps[a_idx], topks[a_idx], topps[a_idx], [rows[j].gen for j in active])
-        keep = []
-        toks_l, lps_l = toks.tolist(), lps.tolist()
-        for b, j in enumerate(active):
-            row, spec = rows[j], specs[rows[j].spec_idx]
-            t = toks_l[b]
-            row.tokens.append(t)
-            row.logprobs.append(lps_l[b])
-            if t in spec.stop_token_ids:
-                row.done = "stop"
-            elif spec.stop_strings and _hit_stop_string(tokenizer, row.tokens, spec.stop_strings):
-                row.done = "stop"
-            elif len(row.tokens) >= spec.max_tokens:
-                row.done = "length"
-            if row.done is None:
-                keep.append(b)
+        keep = _record_step(tokenizer, specs, rows, active, toks.tolist(), lps.tolist())
         if not keep:
             break
         if should_yield is not None and step + 1 >= MIN_STEPS_BEFORE_YIELD and should_yield():
-            yielded = True
-            break
+            return True
         new_tokens = toks
         if len(keep) < len(active):
             kt = torch.tensor(keep, device=device)
@@ -318,24 +345,36 @@ def _generate_wave(module, tokenizer, specs, idxs, results, device) -> bool:
             next_pos = next_pos.index_select(0, kt)
             new_tokens = toks.index_select(0, torch.tensor(keep))
             active = [active[b] for b in keep]
-        if padded:
+        if pf.padded:
             mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
-        step_kw = dict(input_ids=new_tokens.view(-1, 1).to(device), attention_mask=mask if padded else None,
-                       position_ids=next_pos.view(-1, 1) if padded else None, past_key_values=cache, use_cache=True)
-        if f32_head:   # the trainer's unembedding: float32 logits out of the lm_head GEMM (services/backend/unembed.py)
-            cur_logits = head_logits(hf.lm_head, hf.model(**step_kw).last_hidden_state[:, -1, :])
+        step_kw = dict(input_ids=new_tokens.view(-1, 1).to(device), attention_mask=mask if pf.padded else None,
+                       position_ids=next_pos.view(-1, 1) if pf.padded else None, past_key_values=cache, use_cache=True)
+        if pf.f32_head:   # the trainer's unembedding: float32 logits out of the lm_head GEMM (unembed.py)
+            cur_logits = head_logits(pf.hf.lm_head, pf.hf.model(**step_kw).last_hidden_state[:, -1, :])
         else:
             cur_logits = module(**step_kw, logits_to_keep=1).logits[:, -1, :].float()
         next_pos = next_pos + 1
+    return False
 
-    for row in rows:
-        res = results[row.spec_idx]
-        if row.done is None and yielded:
-            res.resume[len(res.sequences)] = row.gen
-            res.sequences.append((row.tokens, row.logprobs, "preempted"))
-        else:
-            res.sequences.append((row.tokens, row.logprobs, row.done or "length"))
-    return yielded
+
+def _record_step(tokenizer, specs, rows: list[_Row], active: list[int], toks: list[int], lps: list[float]
+                 ) -> list[int]:
+    """Append each active row's token and logprob, mark the rows that stopped; the batch positions that go on."""
+    keep = []
+    for b, j in enumerate(active):
+        row, spec = rows[j], specs[rows[j].spec_idx]
+        t = toks[b]
+        row.tokens.append(t)
+        row.logprobs.append(lps[b])
+        if t in spec.stop_token_ids:
+            row.done = "stop"
+        elif spec.stop_strings and _hit_stop_string(tokenizer, row.tokens, spec.stop_strings):
+            row.done = "stop"
+        elif len(row.tokens) >= spec.max_tokens:
+            row.done = "length"
+        if row.done is None:
+            keep.append(b)
+    return keep
 
 
 def _pick(logits: torch.Tensor, temps, topks, topps, gens) -> tuple[torch.Tensor, torch.Tensor]:
