@@ -171,10 +171,12 @@ def check_seed_flags(args, ap: argparse.ArgumentParser) -> list[str]:
     if args.task_id is not None:
         if not TASK_ID.fullmatch(args.task_id):
             ap.error(f"--task-id {args.task_id!r}: expected an id like owner__name-123 (letters, digits, _ . -)")
-        if find_task(args.task_id, task_root(args)) is None:
+        found = find_task(args.task_id, task_root(args))
+        if found is None:
             ap.error(f"--task-id {args.task_id}: no built-in task of that id (datasets/*/) and no "
                      f"{task_root(args) / 'assets' / 'harbor-tasks' / args.task_id}/task.toml; copy one there with "
                      f"`prepare_sandbox.py --task DIR --task-id {args.task_id}`")
+        notes.extend(task_backend(args, found, ap))
     if args.outer_image is not None:
         if not IMAGE_REF.fullmatch(args.outer_image):
             ap.error(f"--outer-image {args.outer_image!r}: not an image reference (name[:tag])")
@@ -190,6 +192,29 @@ def check_seed_flags(args, ap: argparse.ArgumentParser) -> list[str]:
     if args.rollout_only:
         notes.append("--rollout-only: config/harbor.yaml run.rollout_only: true; sft/grpo/ppo/ppo-kl refuse to run")
     return notes
+
+
+def task_backend(args, task_dir: Path, ap: argparse.ArgumentParser) -> list[str]:
+    """A task whose repo lives in its Docker image (environment/Dockerfile or [environment].docker_image, the
+    published Harbor layout) runs on the docker backend: without --sandbox-backend, configure writes it (admin.yaml
+    admin.backend and worker.backend, harbor.yaml sandbox.backend) and says so; --sandbox-backend local is refused."""
+    from services.tasks.task import TaskError, load_task  # noqa: PLC0415 - only with --task-id
+
+    try:
+        in_image = load_task(task_dir).in_image
+    except TaskError as e:
+        ap.error(f"--task-id {args.task_id}: {e}")
+    if not in_image:
+        return []
+    if args.sandbox_backend == "local":
+        ap.error(f"--task-id {args.task_id}: its repo lives in its Docker image ({task_dir}/environment): it runs on "
+                 "the docker backend; use --sandbox-backend docker (or leave the flag out)")
+    if args.sandbox_backend is None:
+        args.sandbox_backend = "docker"
+        return [f"--task-id {args.task_id}: its repo lives in its Docker image, so its sandboxes run on Docker: "
+                "--sandbox-backend docker written (admin.yaml admin.backend + worker.backend, harbor.yaml "
+                "sandbox.backend; needs `bash setup.sh docker`)"]
+    return []
 
 
 def find_task(task_id: str, root: Path) -> Path | None:
@@ -250,8 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--admin-port", type=int, default=18080, help="sandbox manager port (default 18080)")
     ap.add_argument("--api-key", default=None, help="backend API key (default: $TINKER_API_KEY or a random tml-… key)")
     ap.add_argument("--sandbox-key", default=None, help="sandbox manager key (default: random)")
-    ap.add_argument("--sandbox-backend", default="local", choices=["local", "docker", "rock"],
-                    help="where sandboxes run")
+    ap.add_argument("--sandbox-backend", default=None, choices=["local", "docker", "rock"],
+                    help="where sandboxes run (default: docker when --task-id names a task whose repo lives in its "
+                         "Docker image, the published Harbor layout; else local)")
     ap.add_argument("--rock-base-url", default=None,
                     help="use a real ROCK admin at this URL (implies --sandbox-backend rock)")
     ap.add_argument("--rock-cluster", default=None, help="ROCK cluster name")

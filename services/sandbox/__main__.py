@@ -49,14 +49,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def running_worker(conf: sbconfig.AdminFile) -> str | None:
-    """The URL of a sandbox worker with the local backend that already answers at ``worker.url`` and takes our key
-    (`serve.sh worker` started first, as the seed's two terminals do), else None."""
+def running_worker(conf: sbconfig.AdminFile, backend: str = "local") -> str | None:
+    """The URL of a sandbox worker running ``backend`` (local, or docker for tasks whose repo lives in their image)
+    that already answers at ``worker.url`` and takes our key (`serve.sh worker` started first, as the seed's two
+    terminals do), else None."""
     w = conf.worker
     url = str(w.url or f"http://{w.host}:{w.port}").rstrip("/")
     try:
         health = httpx.get(url + "/health", timeout=2)
-        if health.status_code != 200 or (health.json().get("result") or {}).get("backend") != "local":
+        if health.status_code != 200 or (health.json().get("result") or {}).get("backend") != backend:
             return None
         key = httpx.get(url + "/worker/v1/list", headers={conf.auth.header: conf.auth.key or ""}, timeout=5)
     except (httpx.HTTPError, ValueError, AttributeError):
@@ -74,8 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     conf = sbconfig.settings(cfg)
     section = conf.admin if args.role == "admin" else conf.worker
     backend_name = args.backend or section.backend
-    worker_url = running_worker(conf) if args.role == "admin" and backend_name == "local" else None
-    if worker_url:   # its sandboxes share our state dir: run them there instead of a second local backend
+    own_backend = backend_name
+    worker_url = (running_worker(conf, backend_name) if args.role == "admin" and backend_name in ("local", "docker")
+                  else None)
+    if worker_url:   # its sandboxes share our state dir / worker name: run them there instead of a second backend
         backend_name = "worker"
         cfg["worker"] = {**(cfg.get("worker") or {}), "url": worker_url}
     if backend_name == "local":
@@ -84,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     log_file = args.log_file or section.log_file or f"state/logs/sandbox-{args.role}.log"
     log = setup_logging(f"sandbox-{args.role}", sbconfig.resolve(log_file), args.log_level)
     if worker_url:
-        log.info("a sandbox worker (backend local) answers on %s: sandboxes run there (as admin.backend: worker)",
-                 worker_url)
+        log.info("a sandbox worker (backend %s) answers on %s: sandboxes run there (as admin.backend: worker)",
+                 own_backend, worker_url)
     host = args.host or section.host
     port = args.port or section.port
     try:   # a busy port is refused before the backend starts, naming the process on it
