@@ -111,8 +111,8 @@ def main() -> int:
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--logits", default="f32", help="comma-separated: f32 (the backend's unembedding: float32 logits "
-                    "out of the lm_head GEMM on both sides), bf16 (logits rounded to the model's dtype, the earlier "
-                    "path: LTS_LOGITS_F32=0)")
+                    "out of the lm_head GEMM on both sides: LTS_LOGITS_F32=1), bf16 (logits rounded to the model's "
+                    "dtype: the default)")
     ap.add_argument("--timed", type=int, default=0, help="also time N warm sampling passes (sample_tok_s: the best)")
     ap.add_argument("--shape", help="instead of --model: a random-init model of this bench shape (4b, 0.6b), saved "
                     "with --tokenizer's tokenizer")

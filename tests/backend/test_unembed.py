@@ -1,8 +1,8 @@
 """The float32 unembedding both sides of an RL step take their logits from (services/backend/unembed.py, issue 41).
 
 On bf16 operands its logits equal a float64 product of the same bf16 values to float32 precision, where a bf16 linear
-rounds them to 2^-9 relative (planted: LTS_LOGITS_F32=0's path -> the error is thousands of times larger -> fails);
-its gradients are the bf16 linear's; a peft LoRA lm_head keeps its adapter's term and gradient."""
+rounds them to 2^-9 relative (planted: the default (LTS_LOGITS_F32 unset) path -> the error is thousands of times
+larger -> fails); its gradients are the bf16 linear's; a peft LoRA lm_head keeps its adapter's term and gradient."""
 
 from __future__ import annotations
 
@@ -12,6 +12,12 @@ import torch.nn.functional as F
 
 from services.backend import unembed
 from services.backend.unembed import head_logits, linear_f32
+
+
+@pytest.fixture(autouse=True)
+def _enabled(monkeypatch):
+    """LTS_LOGITS_F32=1 (opt-in): the float32 unembedding under test."""
+    monkeypatch.setattr(unembed, "ENABLED", True)
 
 
 def _operands(seed: int = 0, n: int = 16, h: int = 64, v: int = 512):
