@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from tinker import types
 
-from .agent.trajectory import Segment, Trajectory
+from services.common.trajectory import Segment, Trajectory
 
 
 def _td(a, dtype) -> types.TensorData:

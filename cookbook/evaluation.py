@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from services.common.trajectory import Trajectory
 from services.tasks.task import Task
 
 from .agent.agent import Policy, TinkerPolicy
-from .agent.trajectory import Trajectory
 from .rollout import Failures, Rollouts
 
 

@@ -28,8 +28,9 @@ from typing import Any, Awaitable, Callable
 import numpy as np
 from tinker import types
 
+from services.common.trajectory import Trajectory
+
 from .agent.agent import SAMPLED, TinkerPolicy
-from .agent.trajectory import Trajectory
 from .config import RLConfig
 from .data import baseline_advantages, group_advantages, rl_datum, rl_segments
 from .mismatch import mismatch_stats

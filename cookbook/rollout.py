@@ -23,6 +23,7 @@ from typing import Any, Awaitable, Callable
 
 from services.common.config import load_config
 from services.common.sandbox_api import Sandbox
+from services.common.trajectory import Trajectory
 from services.tasks.grading.bases import ImageRef
 from services.tasks.grading.cleangrade import base_commit, extract_patch, grade_patch, patch_flags, with_flags
 from services.tasks.grading.network import agent_network, with_network
@@ -31,7 +32,6 @@ from services.tasks.task import Task
 from services.tasks.task_toml import grading_policy
 
 from .agent import Budgets, Policy, SWEAgent
-from .agent.trajectory import Trajectory
 from .presets import PRESETS
 
 log = logging.getLogger("cookbook.rollout")

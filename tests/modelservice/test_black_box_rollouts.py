@@ -20,13 +20,13 @@ import tinker
 from tinker import types
 
 from cookbook import rl_loop
-from cookbook.agent.budgets import Budgets
-from cookbook.agent.trajectory import Trajectory
 from cookbook.cli import parse
 from cookbook.context import RunContext
 from cookbook.modelservice.agent_runner import MiniSweAgent
 from cookbook.rollout import AgentConfig, Rollouts
 from helpers import REPO, ForcedPolicy
+from services.common.budgets import Budgets
+from services.common.trajectory import Trajectory
 from services.sandbox.client import SandboxManagerClient
 from services.tasks.preparation.workspace import build_base
 from services.tasks.task import load_dataset

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from tinker import types
 
-from cookbook.agent.trajectory import Trajectory
 from cookbook.modelservice.agent_runner import SOCKET_TARGET, run_mini_swe_agent
 from helpers import REPO
 from services.common.renderers.qwen3 import reply_message
+from services.common.trajectory import Trajectory
 from services.sandbox.client import SandboxManagerClient
 from services.sandbox.errors import BadRequest
 from services.tasks.preparation.workspace import build_base

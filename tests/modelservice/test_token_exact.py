@@ -11,11 +11,11 @@ import pytest
 from tinker import types
 
 from cookbook.agent.agent import SampleOut
-from cookbook.agent.budgets import Budgets
-from cookbook.agent.trajectory import Trajectory
 from cookbook.data import rl_datums
+from services.common.budgets import Budgets
 from services.common.renderers import renderer_for
 from services.common.renderers.qwen3 import reply_message
+from services.common.trajectory import Trajectory
 from services.modelservice.budget import BudgetExceeded, BudgetGuard
 from services.modelservice.sessions import Recorder, Session
 

@@ -14,7 +14,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from cookbook.agent.agent import SampleOut, SWEAgent
-from cookbook.agent.budgets import Budgets
+from services.common.budgets import Budgets
 from services.common.renderers import FoldedChatMLRenderer, Qwen3Renderer, normalize_messages, renderer_for
 from services.models.tokenizer import build_hf_tokenizer
 from services.modelservice.budget import BudgetGuard

@@ -27,13 +27,13 @@ from transformers import AutoTokenizer
 
 from cookbook import rl_loop
 from cookbook.agent.agent import SampleOut
-from cookbook.agent.budgets import Budgets
-from cookbook.agent.trajectory import Trajectory
 from cookbook.cli import parse
 from cookbook.context import RunContext
 from cookbook.modelservice.rock_pull import RockPullMiniSweAgent
 from cookbook.rollout import AgentConfig, Failures, Rollouts
 from helpers import ForcedPolicy, read_json, run_sh
+from services.common.budgets import Budgets
+from services.common.trajectory import Trajectory
 from services.sandbox.client import SandboxManagerClient
 from services.tasks.preparation.workspace import build_base
 from services.tasks.task import load_dataset

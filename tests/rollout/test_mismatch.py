@@ -18,7 +18,6 @@ import tinker
 from tinker import types
 
 from cookbook.agent.agent import SAMPLED
-from cookbook.agent.trajectory import Segment, Trajectory, Turn
 from cookbook.data import rl_datum
 from cookbook.mismatch import KEYS, mismatch_stats
 from cookbook.recipes import RECIPES, config_of
@@ -26,6 +25,7 @@ from cookbook.recorder import metrics_line
 from cookbook.report import mismatch_cell
 from cookbook.rl_loop import Batch, RLState, train_batch
 from cookbook.rollout import Failures
+from services.common.trajectory import Segment, Trajectory, Turn
 
 
 def _datum(sampler: list[float], mask: list[int]) -> types.Datum:

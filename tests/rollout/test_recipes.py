@@ -19,10 +19,10 @@ from safetensors.numpy import load_file
 from tinker import types
 
 from cookbook import mismatch
-from cookbook.agent.trajectory import Trajectory
 from helpers import REPO
 from helpers import read_json as _json
 from helpers import run_sh as _run
+from services.common.trajectory import Trajectory
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing (bash setup.sh system)")
 TASKS = ["--task-id", "absolute", "--task-id", "clamp"]

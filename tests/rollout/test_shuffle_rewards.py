@@ -5,8 +5,8 @@ what the rollouts earned. Planted: no permutation -> the advantages follow the r
 from __future__ import annotations
 
 from cookbook import rl_loop
-from cookbook.agent.trajectory import Trajectory
 from cookbook.cli import parse
+from services.common.trajectory import Trajectory
 
 
 def _groups(rewards: list[list[float]]) -> list[list[Trajectory]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cookbook.agent.budgets import Budgets
+from services.common.budgets import Budgets
 from services.common.config import ConfigError, load_config, read_config
 from services.common.service_configs import SCHEMAS
 from services.common.service_configs import Budgets as BudgetsSection
