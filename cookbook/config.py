@@ -65,7 +65,7 @@ class Training:
     lr_schedule: str = flag("learning-rate schedule over --num-steps (default constant; linear for RL with "
                             "--preset quickstart)", "constant", choices=["constant", "linear", "cosine"])
     lora_rank: int = flag("LoRA rank; 0 = full fine-tuning (default 16)", 16)
-    num_steps: int = flag("optimizer steps (default 100 sft, 20 RL; quickstart 200 / 60)", 20)
+    num_steps: int = flag("optimizer steps (default 100 sft, 20 RL; quickstart 200 / 90)", 20)
     save_state: str | None = flag("save the final training state under this name (checkpoint.json)")
     save_every: int = flag("save a resumable checkpoint every N steps (--resume continues from the last one)", 5)
     init_from: str | None = flag("tinker:// checkpoint to start from, or 'none' (default: the base model; with "

@@ -2,7 +2,7 @@
 quickstart, seed 0) raises the mean training reward.
 
 This is the slow test of the suite (~9 minutes on 2 cores): the whole recipe runs for real (tiny
-model, local sandboxes, the real verifier; 60 GRPO steps). Runs are reproducible on one machine and thread count
+model, local sandboxes, the real verifier; 90 GRPO steps). Runs are reproducible on one machine and thread count
 but not bit-identical across CPU types, so it asserts a margin inside what bench/bench_learning.py
 measures for seeds 0, 1 and 2 (docs/recipes.md), not exact values. A sign, advantage or
 logprob-alignment bug makes the reward flat or falling instead, so this test fails on them.

@@ -45,10 +45,10 @@ def test_defaults_preset_and_command_line_in_that_order():
     assert parse(["sft"]).train.learning_rate == 1e-4 and parse(["grpo"]).train.learning_rate == 3e-6
     q = parse(["grpo", "--preset", "quickstart"])
     assert (q.train.learning_rate, q.train.num_steps, q.train.lr_schedule, q.group_size, q.groups_per_step) == (
-        1e-3, 60, "linear", 8, 8)
+        1e-3, 90, "linear", 8, 8)
     assert q.normalize_std and q.train.reward_cache and q.common.rollout_concurrency == 64 and q.common.split == "train"
     over = parse(["grpo", "--preset", "quickstart", "--learning-rate", "3e-3", "--no-normalize-std"])
-    assert over.train.learning_rate == 3e-3 and not over.normalize_std and over.train.num_steps == 60
+    assert over.train.learning_rate == 3e-3 and not over.normalize_std and over.train.num_steps == 90
     s = parse(["sft", "--preset", "quickstart"])
     assert isinstance(s, SftConfig) and (s.train.learning_rate, s.batch_size, s.gate_min_gold_p) == (5e-3, 16, 0.15)
     kl = parse(["ppo-kl", "--task-id", "a", "--task-id", "b"])
