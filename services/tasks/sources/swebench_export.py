@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from services.common.paths import DATASETS_DIR
 
-from .swebench_like import PARSER_PY, UV_INSTALL_LINE, solve_sh_of, test_sh_of, upstream_files_from
+from .swebench_like import PARSER_PY, UV_INSTALL_LINE, published_task_toml, solve_sh_of, test_sh_of, upstream_files_from
 
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "version")
 DATASET = "swebench-verified"
@@ -120,35 +120,9 @@ def row_problem(row: dict[str, Any]) -> str | None:
 
 def task_toml_of(record: dict[str, Any], dataset: str = DATASET) -> str:
     diff = str(record.get("difficulty") or "").replace('"', "'")
-    return f"""schema_version = "1.0"
-source = "{dataset}"
-
-[task]
-name = "{dataset}/{record['instance_id']}"
-description = "SWE-bench Verified: {record['repo']} {record['version']}"
-authors = [{{ name = "SWE-bench" }}]
-keywords = ["swe-bench", "debugging", "{str(record['repo']).split('/')[-1]}"]
-
-[metadata]
-difficulty = "{diff}"
-category = "debugging"
-tags = ["debugging", "swe-bench"]
-
-[agent]
-timeout_sec = 3000
-network_mode = "no-network"
-
-[verifier]
-timeout_sec = 3000
-network_mode = "public"
-
-[environment]
-build_timeout_sec = 1800
-cpus = 1
-memory_mb = 4096
-storage_mb = 10240
-gpus = 0
-"""
+    return published_task_toml(dataset, record["instance_id"],
+                               f"SWE-bench Verified: {record['repo']} {record['version']}", "SWE-bench",
+                               str(record["repo"]).split("/")[-1], diff)
 
 
 def instruction_of(record: dict[str, Any]) -> str:

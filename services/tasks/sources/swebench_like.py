@@ -586,19 +586,21 @@ RUN mkdir -p /logs
 """
 
 
-def task_toml_of(spec: LikeSpec) -> str:
+def published_task_toml(source: str, instance_id: str, description: str, author: str, keyword: str,
+                        difficulty: str) -> str:
+    """task.toml as Harbor's SWE-bench adapter publishes it: the header names the task, the rest is the same for every
+    SWE-bench task (the stand-ins here and the rows of an export, swebench_export.py)."""
     return f"""schema_version = "1.0"
-source = "swebench-verified-like"
+source = "{source}"
 
 [task]
-name = "swebench-verified-like/{spec.instance_id}"
-description = "Stand-in for a SWE-bench Verified task: {spec.repo} {spec.version} (code from the {spec.package} \
-{SDISTS[spec.package][0]} sdist, planted regression)"
-authors = [{{ name = "local-tinker-swe" }}]
-keywords = ["swe-bench", "debugging", "{spec.package}"]
+name = "{source}/{instance_id}"
+description = "{description}"
+authors = [{{ name = "{author}" }}]
+keywords = ["swe-bench", "debugging", "{keyword}"]
 
 [metadata]
-difficulty = "<15 min fix"
+difficulty = "{difficulty}"
 category = "debugging"
 tags = ["debugging", "swe-bench"]
 
@@ -617,6 +619,13 @@ memory_mb = 4096
 storage_mb = 10240
 gpus = 0
 """
+
+
+def task_toml_of(spec: LikeSpec) -> str:
+    return published_task_toml(
+        "swebench-verified-like", spec.instance_id,
+        f"Stand-in for a SWE-bench Verified task: {spec.repo} {spec.version} (code from the {spec.package} "
+        f"{SDISTS[spec.package][0]} sdist, planted regression)", "local-tinker-swe", spec.package, "<15 min fix")
 
 
 def instruction_of(spec: LikeSpec, h: History) -> str:
