@@ -11,6 +11,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import yaml
 
 from services.common.procs import stop, wait_healthy
@@ -171,3 +172,15 @@ def serve_sh(svc: str, url: str, env: dict, out_dir: Path, timeout: float, procs
                                   stderr=subprocess.STDOUT))
     wait_healthy(procs[-1], url, timeout, out, svc)
     return procs[-1]
+
+
+def serve_worker_then_admin(worker_port: int, admin_port: int, env: dict, out_dir: Path, procs: list,
+                            timeout: float = 180) -> None:
+    """The seed's two terminals: ``bash serve.sh worker`` (on WORKER_PORT), then ``bash serve.sh admin``, each waited
+    healthy (appended to ``procs``); the admin must have found the worker and run its sandboxes there (its /health
+    backend ``worker`` and its log, OUT_DIR/admin.log, saying so)."""
+    for svc, port in (("worker", worker_port), ("admin", admin_port)):
+        serve_sh(svc, f"http://127.0.0.1:{port}/health", env, out_dir, timeout, procs)
+    health = httpx.get(f"http://127.0.0.1:{admin_port}/health", timeout=10).json()["result"]
+    assert health["backend"] == "worker", health
+    assert "sandboxes run there" in (out_dir / "admin.log").read_text()

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from helpers import REPO, free_port, read_json, run_sh, serve_sh
+from helpers import REPO, free_port, read_json, run_sh, serve_worker_then_admin
 from services.common.procs import stop
 from services.sandbox import offline_build
 from services.tasks.sources import swebench_like as sl
@@ -80,13 +80,8 @@ def test_public_task_worker_then_admin_then_rollout(docker_client, tiny_model):
         (cfg / "admin.yaml").write_text(yaml.safe_dump(adm))
 
         # terminal 1: bash serve.sh worker; terminal 2: bash serve.sh admin
-        for svc, url in (("worker", f"http://127.0.0.1:{WORKER_PORT}/health"),
-                         ("admin", f"http://127.0.0.1:{adm['admin']['port']}/health")):
-            serve_sh(svc, url, env, tmp, 180, procs)
+        serve_worker_then_admin(WORKER_PORT, adm["admin"]["port"], env, tmp, procs)
         worker, admin = procs
-        health = httpx.get(f"http://127.0.0.1:{adm['admin']['port']}/health", timeout=10).json()["result"]
-        assert health["backend"] == "worker", health
-        assert "sandboxes run there" in (tmp / "admin.log").read_text()
 
         # then the rollout on the public-layout task (no --sandbox-backend), the seed's files under $TASK/runs/
         run = run_sh(env, "rollout", "--task-id", TASK_ID, "--preset", "quickstart", timeout=1200)
