@@ -6,7 +6,8 @@
 #                                              # 34 MiB parts); both ignored by git (.git/info/exclude)
 #   bash bench/gpu_kit.sh stage                # there, once per carried part: wheels -> /tmp/site, .carry/* -> /tmp/kit
 #   bash bench/gpu_kit.sh model                # there: join the parts (sha256 checked), de-quantise -> /tmp/kit/smollm2
-#   bash bench/gpu_kit.sh numerics             # there: bench_numerics (SmolLM2 + the 4B shape, bf16, static + hf), $OUT
+#   bash bench/gpu_kit.sh numerics             # there: bench_numerics (SmolLM2 + the 4B shape, bf16, static + hf;
+#                                              # LOGITS=bf16,f32,r32: the numerics modes), $OUT
 #
 # Carry per call: the first names .whl and .carry/smol.part.aa, the next .carry/smol.part.ab, then .carry/smol.part.ac
 # (back to back: the machine keeps /tmp only while it is warm). docs/performance.md "GPU kit" has the sequence.
@@ -25,11 +26,11 @@ wheels() {   # the cp312 wheels a bare CUDA+PyTorch image lacks (the runtime's i
   local venv=.venv-runtime/bin/python
   mkdir -p .whl
   for p in $pins; do
-    v=$($venv -m pip show "$p" 2>/dev/null | awk '/^Version:/{print $2}')
-    [ -n "$v" ] || v=$(grep -hi "^$p==" requirements/*.txt | head -1 | cut -d= -f3)
+    v=$($venv -m pip show "$p" 2>/dev/null | awk '/^Version:/{print $2}' || true)
+    [ -n "$v" ] || v=$(grep -hi "^$p==" requirements/*.txt | head -1 | cut -d= -f3 || true)
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-      -d .whl "$p==$v" 2>&1 | grep -v "WARNING: Location" || true
+      -d .whl "$p${v:+==$v}" 2>&1 | grep -v "WARNING: Location" || true   # unpinned where neither has it (gguf)
   done
 }
 
@@ -66,11 +67,11 @@ dequantise(Path(sys.argv[1]), Path(sys.argv[2]))" "$KIT/smollm2" "$KIT/SmolLM2-1
     mkdir -p "$OUT"
     shift
     $PY bench/bench_numerics.py --model "$KIT/smollm2" --device cuda --dtype bfloat16 --samplers "${SAMPLERS:-static,hf}" \
-      --logits bf16,f32 --prompts 64 --new-tokens 128 --timed 2 --json "$OUT/numerics.jsonl" "$@" 2>&1 \
+      --logits ${LOGITS:-bf16,f32,r32} --prompts 64 --new-tokens 128 --timed 2 --json "$OUT/numerics.jsonl" "$@" 2>&1 \
       | grep -v -e Loading -e '^RESULT' | tee "$OUT/numerics_smollm2.txt"
     if [ -n "${SHAPE:-}" ]; then
       $PY bench/bench_numerics.py --shape "$SHAPE" --tokenizer "$KIT/smollm2" --device cuda --dtype bfloat16 \
-        --samplers static --logits bf16,f32 --prompts 64 --new-tokens 128 --timed 2 --json "$OUT/numerics.jsonl" 2>&1 \
+        --samplers static --logits ${LOGITS:-bf16,f32,r32} --prompts 64 --new-tokens 128 --timed 2 --json "$OUT/numerics.jsonl" 2>&1 \
         | grep -v -e Loading -e '^RESULT' | tee "$OUT/numerics_$SHAPE.txt"
     fi
     ;;

@@ -43,6 +43,20 @@ def gqa_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, va
 AttentionInterface.register(ATTENTION, gqa_sdpa)
 AttentionMaskInterface.register(ATTENTION, sdpa_mask)
 
+# a float32 residual stream's attention (services/backend/residual.py): float32 q, k, v (and cache) rounded to the
+# model dtype first, as the static engine's KV cache and attention read them
+ATTENTION_BF16_IN = "lts_sdpa_bf16_in"
+
+
+def bf16_in_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                 attention_mask: torch.Tensor | None, **kwargs) -> tuple[torch.Tensor, None]:
+    dt = module.o_proj.weight.dtype
+    return gqa_sdpa(module, query.to(dt), key.to(dt), value.to(dt), attention_mask, **kwargs)
+
+
+AttentionInterface.register(ATTENTION_BF16_IN, bf16_in_sdpa)
+AttentionMaskInterface.register(ATTENTION_BF16_IN, sdpa_mask)
+
 
 def use_gqa_decode(module: torch.nn.Module) -> None:
     """Switch a model that uses transformers' ``sdpa`` to ``gqa_sdpa`` (the same results; shared by

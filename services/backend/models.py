@@ -15,6 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from services.models.loading import load_model
 
+from . import residual
 from .errors import BadRequest
 from .gpu.weights import linear_weight  # W + scale * B @ A, the static engine's merge too
 from .runtime_api import ModelInfo, TrainConfig
@@ -60,6 +61,7 @@ class BaseModel:
         t0 = time.time()
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.hf = load_model(path, dtype, self.device)
+        residual.apply(self.hf)   # a float32 residual stream where LTS_RESIDUAL_F32=1 (half-precision models)
         for p in self.hf.parameters():
             p.requires_grad_(False)
         self.peft = None  # PeftModel wrapper, created with the first LoRA adapter
@@ -152,6 +154,7 @@ class BaseModel:
             cfg = copy.deepcopy(self.hf.config)
             cfg.tie_word_embeddings = False
             self._merged = AutoModelForCausalLM.from_config(cfg, dtype=self.dtype).to(self.device).eval()
+            residual.apply(self._merged)
             for p in self._merged.parameters():
                 p.requires_grad_(False)
             self._merged_key = None

@@ -33,7 +33,7 @@ import torch
 
 from services.models.loading import load_model
 
-from . import checkpoint_io, losses, sampler
+from . import checkpoint_io, losses, residual, sampler
 from .codec import FwdBwdRequest
 from .engines import HFSampling, SelectedWeights, make_engine
 from .errors import NotFound
@@ -130,6 +130,7 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
             tm = TrainableModel(model_id, cfg, adapter, None, self._make_optimizer(params), params)
         else:
             module = load_model(base.path, self.dtype, base.device)
+            residual.apply(module)
             train_kernels.apply(module, self.training_kernels, self._kernels_strict)
             module.train(False)
             params = [p for p in module.parameters()]

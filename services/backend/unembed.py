@@ -20,12 +20,14 @@ import os
 import torch
 import torch.nn.functional as F
 
-ENABLED = os.environ.get("LTS_LOGITS_F32", "0") == "1"
+# a float32 residual stream on both sides (services/backend/residual.py; implies float32 logits)
+RESIDUAL_F32 = os.environ.get("LTS_RESIDUAL_F32", "0") == "1"
+ENABLED = os.environ.get("LTS_LOGITS_F32", "0") == "1" or RESIDUAL_F32
 HALF = (torch.bfloat16, torch.float16)
 
 
-def _mm_f32(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """h [N, H] @ w[V, H]^T -> float32 [N, V], no autograd."""
+def mm_f32(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """h [N, H] @ w[V, H]^T -> float32 [N, V], no autograd (half-precision operands read as they are)."""
     if h.is_cuda:
         return torch.mm(h, w.t(), out_dtype=torch.float32)
     return F.linear(h.float(), w.float())   # a bf16 model on the CPU (rare): exact products, float32 sums
@@ -38,7 +40,7 @@ class _LinearF32(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, w):
         ctx.save_for_backward(h, w)
-        return _mm_f32(h, w)
+        return mm_f32(h, w)
 
     @staticmethod
     def backward(ctx, g):
@@ -52,6 +54,8 @@ class _LinearF32(torch.autograd.Function):
 def linear_f32(h: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """float32 logits of ``h`` [..., H] under ``w`` [V, H] (+ ``bias``): half-precision operands are read as they are
     and the output is float32; a float32 model (or LTS_LOGITS_F32=0) takes the plain linear (then ``.float()``)."""
+    if RESIDUAL_F32 and h.dtype == torch.float32 and w.dtype in HALF:
+        h = h.to(w.dtype)   # a float32 residual stream's hidden states: the GEMM reads them in the model dtype
     half = h.dtype in HALF and w.dtype == h.dtype
     if not (ENABLED and half):
         return F.linear(h, w.to(h.dtype), None if bias is None else bias.to(h.dtype)).float()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from services.backend import unembed
 from services.backend.gpu import decode_pieces as dp
 from services.backend.gpu.qwen3 import Qwen3Shape, StaticQwen3
 
@@ -65,3 +66,34 @@ def test_qk_rope_without_norm_matches_the_torch_piece(M, split):
     for a, b in zip(got, want):
         assert a.shape == b.shape
         _close(a, b)
+
+
+@cuda
+@pytest.mark.parametrize("M,split", [(1, 2), (16, 1), (64, 4)])
+def test_r32_pieces_match_the_float32_residual_pieces(M, split, monkeypatch):
+    """A float32 residual stream (LTS_RESIDUAL_F32): qk_rope with r32 and add_norm of a float32 x against the
+    torch pieces of StaticQwen3 in that mode (services/backend/gpu/qwen3.py _residual_f32_pieces): x stays
+    float32 (not rounded: planted .to(bf16) fails the 1e-6 bound), h and q, k, v in bf16."""
+    monkeypatch.setattr(unembed, "RESIDUAL_F32", True)
+    m = StaticQwen3(SHAPE, "cuda", torch.bfloat16, 64, 1024, "bmm", True)
+    assert m.f32_residual and m.f32_logits
+    eager = m._eager
+    g = torch.Generator(device="cuda").manual_seed(M * 10 + split + 1)
+    r = lambda *s: torch.randn(*s, device="cuda", generator=g)  # noqa: E731
+    n_out = (SHAPE.heads + 2 * SHAPE.kv_heads) * SHAPE.head_dim
+    p = r(split, M, n_out) if split > 1 else r(M, n_out)    # float32 GEMM outputs (f32) or partials
+    qn, kn = (r(SHAPE.head_dim) * 0.2 + 1).bfloat16(), (r(SHAPE.head_dim) * 0.2 + 1).bfloat16()
+    pos = torch.randint(0, 1024, (M,), device="cuda", generator=g)
+    got = dp.qk_rope(p, qn, kn, m.cos[pos], m.sin[pos], SHAPE.heads, SHAPE.kv_heads, SHAPE.eps, r32=True)
+    want = eager["qk_rope"](p, qn, kn, m.cos[pos], m.sin[pos])
+    for a, b in zip(got, want):
+        assert a.shape == b.shape and a.dtype == b.dtype == torch.bfloat16
+        rel = float((a.float() - b.float()).norm() / b.float().norm())
+        assert rel < 4e-3, rel   # bf16 once, at the end (both sides): differences are single roundings
+    x = r(M, SHAPE.hidden) * 4
+    pp = r(split, M, SHAPE.hidden) if split > 1 else r(M, SHAPE.hidden)
+    w = (r(SHAPE.hidden) * 0.2 + 1).bfloat16()
+    (xo, ho), (xw, hw) = dp.add_norm(x, pp, w, SHAPE.eps), eager["add_norm"](x, pp, w)
+    assert xo.dtype == torch.float32 and ho.dtype == torch.bfloat16 and hw.dtype == torch.bfloat16
+    assert float((xo - xw).abs().max() / xw.abs().max()) < 1e-6
+    _close(ho, hw)

@@ -119,3 +119,37 @@ def test_bf16_lora_same_logprobs_and_gradients():
     for a, b in zip(g32, g16):
         assert b.dtype == torch.float32
         assert float(torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0)) > 0.98
+
+
+@cuda
+@pytest.mark.parametrize("M", [1, 16, 64])
+def test_f32_outputs_are_the_unrounded_sums(M):
+    """A float32 residual stream's GEMMs (``f32``): mm / mm_tma write float32 [M, N] unsplit too (float32 sums,
+    not rounded to bf16: within 1e-5 of float64, where bf16 is 4e-3 away), mm_silu's gate and up are not rounded
+    first (its reference with f32). Planted: the bf16 outputs fail the 1e-5 bound."""
+    g = torch.Generator(device="cuda").manual_seed(M)
+    K, N = 1024, 3072
+    x = (torch.randn(M, K, device="cuda", generator=g) / K ** 0.5).bfloat16()
+    w = torch.randn(N, K, device="cuda", generator=g).bfloat16()
+    ref = x.double() @ w.double().t()
+    rel = lambda y: float((sg.reduce(y, torch.float32).double() - ref).norm() / ref.norm())  # noqa: E731
+    out = sg.mm(x, w, (64, 128, 1, 4, 4), f32=True)     # unsplit: float32 [M, N]
+    assert out.dtype == torch.float32 and out.shape == (M, N) and rel(out) < 1e-5
+    assert rel(sg.mm(x, w, (64, 128, 1, 4, 4))) > 1e-4  # the bf16 output is rounded
+    if sg.tma_available(torch.device("cuda")) and M > 16:
+        out = sg.mm_tma(x, w, (64, 64, 1, 4, 3), f32=True)
+        assert out.dtype == torch.float32 and out.shape == (M, N) and rel(out) < 1e-5
+        out = sg.mm_tma(x, w, (64, 64, 1, 4, 3), pdl=True, f32=True) if sg.pdl_available(torch.device("cuda")) \
+            else out
+        assert out.dtype == torch.float32 and rel(out) < 1e-5
+    wgu = torch.randn(2 * N, K, device="cuda", generator=g).bfloat16()
+    want = sg.mm_silu_reference(x, wgu, f32=True).float()
+    rounded = sg.mm_silu_reference(x, wgu).float()
+    fns = [lambda: sg.mm_silu(x, wgu, f32=True)]
+    if sg.tma_available(torch.device("cuda")) and M > 16:
+        fns.append(lambda: sg.mm_silu_tma(x, wgu, f32=True))
+        if sg.pdl_available(torch.device("cuda")):
+            fns.append(lambda: sg.mm_silu_tma(x, wgu, pdl=True, f32=True))
+    for f in fns:
+        got = f().float()
+        assert float((got - want).norm() / want.norm()) < float((rounded - want).norm() / want.norm())

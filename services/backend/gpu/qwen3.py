@@ -164,10 +164,13 @@ class StaticQwen3:
         self.ar_slots = torch.arange(S, device=dev)
         self.ar_ctx = torch.arange(T, device=dev)
         self._bmm_f32 = self._probe_bmm_out_dtype()
+        half_ok = dtype in (torch.bfloat16, torch.float16) and (self._bmm_f32 or dev.type != "cuda")
+        # a float32 residual stream (services/backend/residual.py, the trainer's too): every GEMM writes float32,
+        # residual adds and norms in float32, rounded to the model dtype only where a GEMM or the attention reads
+        self.f32_residual = unembed.RESIDUAL_F32 and half_ok
         # logits in float32 out of the lm_head GEMM, as the trainer's (issue 41: bf16-rounded logits were most of the
         # sampler/trainer gap); needs torch.mm(out_dtype=) on CUDA, which the bmm probe stands for
-        self.f32_logits = (unembed.ENABLED and dtype in (torch.bfloat16, torch.float16)
-                           and (self._bmm_f32 or dev.type != "cuda"))
+        self.f32_logits = (unembed.ENABLED or self.f32_residual) and half_ok
         self._build_pieces()
         self.compiled = False
 
@@ -297,16 +300,67 @@ class StaticQwen3:
         self._eager = dict(pre=pre, post=post, mid=mid, head=head, post_pre=post_pre, post_head=post_head,
                            attn_out=attn_out, mlp_out_pre=mlp_out_pre, mlp_out_head=mlp_out_head,
                            rmsnorm=rmsnorm, qk_rope=qk_rope, add_norm=add_norm, silu_mul=silu_mul)
+        if self.f32_residual:
+            self._eager.update(self._residual_f32_pieces())
+        r32 = self.f32_residual
         self._triton = {}
         if self.triton_pieces:
             self._triton = dict(
                 qk_rope=lambda p, qn, kn, cos, sin: decode_pieces.qk_rope(p, qn, kn, cos, sin, Hq, Hkv, eps,
-                                                                          norm=has_qk_norm),
+                                                                          norm=has_qk_norm, r32=r32),
                 add_norm=lambda x, p, w: decode_pieces.add_norm(x, p, w, eps),
                 add_norm_pdl=lambda x, p, w: decode_pieces.add_norm(x, p, w, eps, pdl=True),
                 qk_rope_pdl=lambda p, qn, kn, cos, sin: decode_pieces.qk_rope(p, qn, kn, cos, sin, Hq, Hkv, eps,
-                                                                              pdl=True, norm=has_qk_norm))
+                                                                              pdl=True, norm=has_qk_norm, r32=r32))
         self._set_pieces(self._eager)
+
+    def _residual_f32_pieces(self) -> dict:
+        """The pieces of a float32 residual stream (``f32_residual``), as the trainer computes them
+        (services/backend/residual.py: HF's modules over float32 hidden states): x float32; each GEMM reads
+        model-dtype operands and writes float32 (``unembed.mm_f32``); an RMSNorm's normed value times its weight
+        in float32, rounded to the model dtype once, as the next GEMM's input; q/k norm and rotary in float32,
+        q, k, v rounded once for the cache and the attention; SiLU * up in float32, rounded as the down GEMM's
+        input. The GEMM pieces (pre, post) stay eager (prefill only); decode runs ``_decode_split``."""
+        s = self.shape
+        eps, qd, kd, Hq, Hkv, D, Fd, dt = s.eps, self.qd, self.kd, s.heads, s.kv_heads, s.head_dim, s.ffn, self.dtype
+        has_qk_norm = s.qk_norm
+        mmf = unembed.mm_f32
+
+        def norm_f32(x, w):   # HF's RMSNorm of a float32 input: float32 out
+            return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+        def rmsnorm(x, w):
+            return norm_f32(x, w).to(dt)
+
+        def qkv_out(qkv, qn, kn, cos, sin):   # qkv float32 [N, qd + 2 kd] -> q, k, v in the model dtype
+            qk = qkv[:, : qd + kd].reshape(-1, Hq + Hkv, D)
+            if has_qk_norm:
+                qk = norm_f32(qk, torch.cat((qn.expand(Hq, D), kn.expand(Hkv, D))))
+            qk = rope(qk, cos[:, None, :], sin[:, None, :]).to(dt)
+            return qk[:, :Hq], qk[:, Hq:], qkv[:, qd + kd:].reshape(-1, Hkv, D).to(dt)
+
+        def silu_out(gu):
+            return (F.silu(gu[:, :Fd]) * gu[:, Fd:]).to(dt)
+
+        def pre(x, ln1, w_qkv, qn, kn, cos, sin):
+            return qkv_out(mmf(rmsnorm(x, ln1), w_qkv), qn, kn, cos, sin)
+
+        def post(x, o, w_o, ln2, w_gu, w_down):
+            x = x + mmf(o.reshape(x.shape[0], qd), w_o)
+            return x + mmf(silu_out(mmf(rmsnorm(x, ln2), w_gu)), w_down)
+
+        def qk_rope(p, qn, kn, cos, sin):
+            return qkv_out(skinny_gemm.reduce(p, torch.float32), qn, kn, cos, sin)
+
+        def add_norm(x, p, w):
+            x = x + skinny_gemm.reduce(p, torch.float32)
+            return x, rmsnorm(x, w)
+
+        def silu_mul(p):
+            return silu_out(skinny_gemm.reduce(p, torch.float32))
+
+        return dict(pre=pre, post=post, head=rmsnorm, rmsnorm=rmsnorm, qk_rope=qk_rope, add_norm=add_norm,
+                    silu_mul=silu_mul)
 
     def _set_pieces(self, table: dict) -> None:
         for k, f in {**table, **self._triton}.items():
@@ -328,7 +382,9 @@ class StaticQwen3:
         dynamo_config.cache_size_limit = max(dynamo_config.cache_size_limit, 64)
         dynamo_config.accumulated_cache_size_limit = max(dynamo_config.accumulated_cache_size_limit, 1024)
         c = lambda f: torch.compile(f, dynamic=True, fullgraph=True)  # noqa: E731
-        self._set_pieces({k: c(f) for k, f in self._eager.items()})
+        # a float32 residual stream's GEMM pieces (torch.mm with out_dtype) stay eager: prefill only
+        keep = ("pre", "post") if self.f32_residual else ()
+        self._set_pieces({k: f if k in keep else c(f) for k, f in self._eager.items()})
         self.compiled = True
 
     def _probe_bmm_out_dtype(self) -> bool:
@@ -377,6 +433,8 @@ class StaticQwen3:
         s = self.shape
         n, P = ids.shape
         x = F.embedding(ids.reshape(-1), self.embed)                       # [n*P, H]
+        if self.f32_residual:
+            x = x.float()
         cos = self.cos[:P].repeat(n, 1)                                    # [n*P, D]
         sin = self.sin[:P].repeat(n, 1)
         for l in range(s.layers):
@@ -389,6 +447,8 @@ class StaticQwen3:
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale, enable_gqa=self.group > 1)
             x = self.post(x, o.transpose(1, 2).reshape(n * P, self.qd), self.w_o[l], self.ln2[l], self.w_gu[l],
                           self.w_down[l])
+        if self.f32_residual:
+            return self.rmsnorm(x, self.norm).view(n, P, -1)
         return rms_norm(x, self.norm, s.eps).view(n, P, -1)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -428,7 +488,7 @@ class StaticQwen3:
         return torch.bmm(self.mid(sc, bias), Vf)  # [b * Hkv, G, D]
 
     def _decode_split(self, x: torch.Tensor, pos: torch.Tensor, ctx: int, cos: torch.Tensor, sin: torch.Tensor,
-                      mm, silu, pdl=None) -> torch.Tensor:
+                      mm, silu, pdl=None, attend=None) -> torch.Tensor:
         """The decode layers with split-K GEMMs (``mm``: skinny_gemm.mm up to MAX_ROWS rows, mm_tma above;
         ``silu``: the gate/up GEMM with SiLU * up, or None for ``mm`` and a SiLU * up piece) between the
         pieces that sum their partials (gemm and attention 'triton'): per layer 4 GEMMs + 3 elementwise
@@ -440,10 +500,11 @@ class StaticQwen3:
         qk_rope, add_norm = self.qk_rope, self.add_norm
         if pdl:
             (mm, silu), qk_rope, add_norm = pdl, self.qk_rope_pdl, self.add_norm_pdl
+        attend = attend or decode_attention.attend
         h = self.rmsnorm(x, self.ln1[0])
         for l in range(s.layers):
             q, k, v = qk_rope(mm(h, self.w_qkv[l]), self.qn[l], self.kn[l], cos, sin)
-            o = decode_attention.attend(q, k, v, self.kc[l], self.vc[l], pos, ctx, self.scale)
+            o = attend(q, k, v, self.kc[l], self.vc[l], pos, ctx, self.scale)
             x, h = add_norm(x, mm(o.reshape(b, self.qd), self.w_o[l]), self.ln2[l])
             a = silu(h, self.w_gu[l]) if silu is not None else self.silu_mul(mm(h, self.w_gu[l]))
             x, h = add_norm(x, mm(a, self.w_down[l]), self.ln1[l + 1] if l + 1 < s.layers else self.norm)
@@ -468,6 +529,23 @@ class StaticQwen3:
                                           self.kn[l + 1], cos, sin)
         return self.logits_of(self.mlp_out_head(x, a, self.w_down[L - 1], self.norm, self.lm_head))
 
+    def _decode_f32_residual(self, x: torch.Tensor, pos: torch.Tensor, ctx: int, cos: torch.Tensor,
+                             sin: torch.Tensor) -> torch.Tensor:
+        """Decode with a float32 residual stream (``f32_residual``): the split-GEMM layer for every batch, its
+        GEMMs writing float32 (skinny_gemm's kernels with ``f32`` where they serve the batch, else torch.mm with
+        out_dtype), the pieces of ``_residual_f32_pieces`` (or decode_pieces' with ``r32``)."""
+        b = x.shape[0]
+        mm, silu, pdl = unembed.mm_f32, None, None
+        if self.gemm == "triton" and b <= skinny_gemm.MAX_ROWS:
+            mm = partial(self.skinny_mm, f32=True)
+            silu = partial(self.skinny_silu, f32=True) if self.fuse_silu else None
+        elif self.gemm == "triton" and self.mid_silu is not None and self.tma_gemm and b <= skinny_gemm.TMA_ROWS:
+            mm, silu = partial(self.mid_mm, f32=True), partial(self.mid_silu, f32=True)
+            if self.pdl_gemm:
+                pdl = (partial(self.mid_mm_pdl, f32=True), partial(self.mid_silu_pdl, f32=True))
+        attend = decode_attention.attend if self.attention == "triton" else decode_attention.attend_reference
+        return self._decode_split(x, pos, ctx, cos, sin, mm, silu, pdl, attend)
+
     @torch.no_grad()
     def decode(self, tok: torch.Tensor, pos: torch.Tensor, ctx: int) -> torch.Tensor:
         """tok, pos: [b] (slots 0..b-1). Writes K/V at ``pos`` and returns logits [b, V]."""
@@ -475,6 +553,8 @@ class StaticQwen3:
         b = tok.shape[0]
         x = F.embedding(tok, self.embed)
         cos, sin = self.cos[pos], self.sin[pos]
+        if self.f32_residual:
+            return self._decode_f32_residual(x.float(), pos, ctx, cos, sin)
         if self.gemm == "triton" and self.attention == "triton" and b <= skinny_gemm.MAX_ROWS:
             return self._decode_split(x, pos, ctx, cos, sin, self.skinny_mm,
                                       self.skinny_silu if self.fuse_silu else None)

@@ -95,7 +95,8 @@ if triton is not None:
 
 
     @triton.jit
-    def _silu_kernel(X, W, O, M, F, K, s_xm, s_wn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    def _silu_kernel(X, W, O, M, F, K, s_xm, s_wn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                     ROUND: tl.constexpr = True):
         pid_n = tl.program_id(0)
         offs_m = tl.arange(0, BM)
         offs_n = pid_n * BN + tl.arange(0, BN)
@@ -112,9 +113,12 @@ if triton is not None:
             wu = tl.load(W + (F + offs_n)[:, None] * s_wn + offs_k[None, :], mask=wmask, other=0.0)
             acc_g = tl.dot(x, tl.trans(wg), acc_g)
             acc_u = tl.dot(x, tl.trans(wu), acc_u)
-        # gate and up rounded to the model dtype as the unfused GEMM's output is, SiLU * up in float32
-        g = acc_g.to(O.dtype.element_ty).to(tl.float32)
-        u = acc_u.to(O.dtype.element_ty).to(tl.float32)
+        # gate and up rounded to the model dtype as the unfused GEMM's output is (ROUND; a float32 residual
+        # stream's GEMMs write float32: not rounded), SiLU * up in float32
+        g, u = acc_g, acc_u
+        if ROUND:
+            g = acc_g.to(O.dtype.element_ty).to(tl.float32)
+            u = acc_u.to(O.dtype.element_ty).to(tl.float32)
         a = g / (1.0 + tl.exp(-g)) * u
         omask = mmask[:, None] & nmask[None, :]
         tl.store(O + offs_m[:, None] * F + offs_n[None, :], a.to(O.dtype.element_ty), mask=omask)
@@ -122,7 +126,7 @@ if triton is not None:
 
     @triton.jit
     def _silu_tma_kernel(x_desc, g_desc, O, M, F, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                         STAGES: tl.constexpr):
+                         STAGES: tl.constexpr, ROUND: tl.constexpr = True):
         pid_n = tl.program_id(0)
         n0 = pid_n * BN
         acc_g = tl.zeros([BM, BN], dtype=tl.float32)
@@ -133,8 +137,10 @@ if triton is not None:
             acc_u = tl.dot(x, g_desc.load([F + n0, k0]).T, acc_u)
         offs_m = tl.arange(0, BM)
         offs_n = n0 + tl.arange(0, BN)
-        g = acc_g.to(O.dtype.element_ty).to(tl.float32)
-        u = acc_u.to(O.dtype.element_ty).to(tl.float32)
+        g, u = acc_g, acc_u
+        if ROUND:
+            g = acc_g.to(O.dtype.element_ty).to(tl.float32)
+            u = acc_u.to(O.dtype.element_ty).to(tl.float32)
         a = g / (1.0 + tl.exp(-g)) * u
         omask = (offs_m < M)[:, None] & (offs_n < F)[None, :]
         tl.store(O + offs_m[:, None] * F + offs_n[None, :], a.to(O.dtype.element_ty), mask=omask)
@@ -227,7 +233,7 @@ if gluon is not None:
             gl.store(ptr, acc.to(P.dtype.element_ty), mask=mask)
 
     @gluon.jit
-    def _silu_tma_pdl_kernel(x_desc, g_desc, O, M, F, K, STAGES: gl.constexpr):
+    def _silu_tma_pdl_kernel(x_desc, g_desc, O, M, F, K, STAGES: gl.constexpr, ROUND: gl.constexpr = True):
         """_silu_tma_kernel's product with its pipeline written out as _tma_pdl_kernel's (a slot: x, gate and up
         tiles), the gate and up tiles of the first STAGES - 1 slots requested before griddepcontrol.wait."""
         BM: gl.constexpr = x_desc.block_type.shape[0]
@@ -269,8 +275,10 @@ if gluon is not None:
         acc_g, acc_u = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g, acc_u))
         for c in gl.static_range(STAGES):
             mbarrier.invalidate(bar.index(c))
-        g = acc_g.to(O.dtype.element_ty).to(gl.float32)
-        u = acc_u.to(O.dtype.element_ty).to(gl.float32)
+        g, u = acc_g, acc_u
+        if ROUND:
+            g = acc_g.to(O.dtype.element_ty).to(gl.float32)
+            u = acc_u.to(O.dtype.element_ty).to(gl.float32)
         a = g / (1.0 + gl.exp(-g)) * u
         out: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])  # _silu_tma_kernel's store layout
         a = gl.convert_layout(a.to(O.dtype.element_ty), out)
@@ -312,9 +320,10 @@ def split_len(K: int, BK: int, split: int) -> int:
     return -(-per // BK) * BK
 
 
-def mm(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int, int] | None = None) -> torch.Tensor:
+def mm(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int, int] | None = None,
+       f32: bool = False) -> torch.Tensor:
     """x [M, K] (row-major), w [N, K] (row-major, any row stride): float32 partials [split, M, N] when the
-    config splits K, else [M, N] in x's dtype. M <= 64."""
+    config splits K, else [M, N] in x's dtype (float32 with ``f32``: a float32 residual stream). M <= 64."""
     M, K = x.shape
     N = w.shape[0]
     if M > 64:
@@ -326,10 +335,11 @@ def mm(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int, int] | N
     k_split = split_len(K, BK, split)
     split = -(-K // k_split)
     out = (torch.empty(split, M, N, device=x.device, dtype=torch.float32) if split > 1
-           else torch.empty(M, N, device=x.device, dtype=x.dtype))
+           else torch.empty(M, N, device=x.device, dtype=torch.float32 if f32 else x.dtype))
     BM = max(16, triton.next_power_of_2(M))
     _kernel[(triton.cdiv(N, BN), split)](x, w, out, M, N, K, x.stride(0), w.stride(0), M * N, K_ITERS=k_split // BK,
-                                         BM=BM, BN=BN, BK=BK, OUT_F32=split > 1, num_warps=warps, num_stages=stages)
+                                         BM=BM, BN=BN, BK=BK, OUT_F32=split > 1 or f32, num_warps=warps,
+                                         num_stages=stages)
     return out
 
 
@@ -339,9 +349,10 @@ def silu_config(M: int, F: int, K: int) -> tuple[int, int, int, int]:
     return (32 if F // 32 >= 128 else 16), 128, 4, 4
 
 
-def mm_silu(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int] | None = None) -> torch.Tensor:
+def mm_silu(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int] | None = None,
+            f32: bool = False) -> torch.Tensor:
     """x [M, K], w [2 F, K] (gate rows then up rows, contiguous rows) -> silu(x @ gate^T) * (x @ up^T),
-    [M, F] in x's dtype. M <= 64."""
+    [M, F] in x's dtype. M <= 64. ``f32``: gate and up not rounded to x's dtype first (float32 GEMM outputs)."""
     M, K = x.shape
     F = w.shape[0] // 2
     if M > 64:
@@ -352,16 +363,17 @@ def mm_silu(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int] | N
     x = x if x.stride(-1) == 1 else x.contiguous()
     out = torch.empty(M, F, device=x.device, dtype=x.dtype)
     _silu_kernel[(triton.cdiv(F, BN),)](x, w, out, M, F, K, x.stride(0), w.stride(0),
-                                        BM=max(16, triton.next_power_of_2(M)), BN=BN, BK=BK, num_warps=warps,
-                                        num_stages=stages)
+                                        BM=max(16, triton.next_power_of_2(M)), BN=BN, BK=BK, ROUND=not f32,
+                                        num_warps=warps, num_stages=stages)
     return out
 
 
 def mm_silu_tma(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int] = (32, 64, 4, 4),
-                pdl: bool = False) -> torch.Tensor:
+                pdl: bool = False, f32: bool = False) -> torch.Tensor:
     """``mm_silu`` through TMA descriptors (Hopper), for up to TMA_ROWS rows: x [M, K] (contiguous), w [2 F, K]
     (contiguous, F a multiple of cfg's BN so that no up tile reaches past the weight), cfg = (BN, BK, warps,
-    stages). ``pdl``: launched as a programmatic dependent of the previous kernel (module docstring; 4 warps)."""
+    stages). ``pdl``: launched as a programmatic dependent of the previous kernel (module docstring; 4 warps).
+    ``f32``: as ``mm_silu``'s."""
     M, K = x.shape
     F = w.shape[0] // 2
     BN, BK, warps, stages = cfg
@@ -371,11 +383,12 @@ def mm_silu_tma(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int]
     out = torch.empty(M, F, device=x.device, dtype=x.dtype)
     if pdl:
         _silu_tma_pdl_kernel[(F // BN,)](_gluon_desc(x, [TMA_ROWS, BK]), _gluon_desc(w, [BN, BK]), out, M, F, K,
-                                         STAGES=stages, num_warps=4, launch_pdl=True)
+                                         STAGES=stages, ROUND=not f32, num_warps=4, launch_pdl=True)
         return out
     xd = TensorDescriptor.from_tensor(x, [TMA_ROWS, BK])  # rows past M read as zeros
     gd = TensorDescriptor.from_tensor(w, [BN, BK])
-    _silu_tma_kernel[(F // BN,)](xd, gd, out, M, F, K, BM=TMA_ROWS, BN=BN, BK=BK, STAGES=stages, num_warps=warps)
+    _silu_tma_kernel[(F // BN,)](xd, gd, out, M, F, K, BM=TMA_ROWS, BN=BN, BK=BK, STAGES=stages, ROUND=not f32,
+                                 num_warps=warps)
     return out
 
 
@@ -398,11 +411,11 @@ def tma_config(N: int, K: int) -> tuple[int, int, int, int, int]:
 
 
 def mm_tma(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int, int] | None = None,
-           pdl: bool = False) -> torch.Tensor:
+           pdl: bool = False, f32: bool = False) -> torch.Tensor:
     """``mm`` through TMA descriptors (Hopper), for up to TMA_ROWS rows: x [M, K], w [N, K] (both contiguous,
     K a multiple of 8: 16-byte rows), cfg = (BN, BK, split, warps, stages) (``tma_config``). Float32 partials
     [split, M, N] when the config splits K, else [M, N] in x's dtype. ``pdl``: launched as a programmatic
-    dependent of the previous kernel (module docstring; 4 warps)."""
+    dependent of the previous kernel (module docstring; 4 warps). ``f32``: float32 [M, N] unsplit too."""
     M, K = x.shape
     N = w.shape[0]
     if M > TMA_ROWS or K % 8 or not (x.is_contiguous() and w.is_contiguous()):
@@ -412,24 +425,25 @@ def mm_tma(x: torch.Tensor, w: torch.Tensor, cfg: tuple[int, int, int, int, int]
     k_split = split_len(K, BK, split)
     split = -(-K // k_split)
     out = (torch.empty(split, M, N, device=x.device, dtype=torch.float32) if split > 1
-           else torch.empty(M, N, device=x.device, dtype=x.dtype))
+           else torch.empty(M, N, device=x.device, dtype=torch.float32 if f32 else x.dtype))
     if pdl:
         _tma_pdl_kernel[(triton.cdiv(N, BN), split)](_gluon_desc(x, [TMA_ROWS, BK]), _gluon_desc(w, [BN, BK]), out, M,
-                                                     N, k_split // BK, M * N, STAGES=stages, OUT_F32=split > 1,
+                                                     N, k_split // BK, M * N, STAGES=stages, OUT_F32=split > 1 or f32,
                                                      num_warps=4, launch_pdl=True)
         return out
     xd = TensorDescriptor.from_tensor(x, [TMA_ROWS, BK])  # rows past M read as zeros
     wd = TensorDescriptor.from_tensor(w, [BN, BK])
     _tma_kernel[(triton.cdiv(N, BN), split)](xd, wd, out, M, N, k_split // BK, M * N, BM=TMA_ROWS, BN=BN, BK=BK,
-                                             STAGES=stages, OUT_F32=split > 1, num_warps=warps)
+                                             STAGES=stages, OUT_F32=split > 1 or f32, num_warps=warps)
     return out
 
 
-def mm_silu_reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """``mm_silu``'s result in torch: gate and up with float32 accumulation, rounded to x's dtype, then
-    SiLU * up in float32."""
+def mm_silu_reference(x: torch.Tensor, w: torch.Tensor, f32: bool = False) -> torch.Tensor:
+    """``mm_silu``'s result in torch: gate and up with float32 accumulation, rounded to x's dtype (not with
+    ``f32``), then SiLU * up in float32."""
     F = w.shape[0] // 2
-    gu = (x.float() @ w.float().t()).to(x.dtype).float()
+    gu = x.float() @ w.float().t()
+    gu = gu if f32 else gu.to(x.dtype).float()
     return (torch.nn.functional.silu(gu[:, :F]) * gu[:, F:]).to(x.dtype)
 
 
@@ -438,10 +452,12 @@ def reduce(p: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return p.sum(0).to(dtype) if p.dim() == 3 else p
 
 
-def mm_reference(x: torch.Tensor, w: torch.Tensor, split: int = 1) -> torch.Tensor:
-    """``mm``'s result in torch, float32 accumulation (partials of ``split`` K ranges when ``split > 1``)."""
+def mm_reference(x: torch.Tensor, w: torch.Tensor, split: int = 1, f32: bool = False) -> torch.Tensor:
+    """``mm``'s result in torch, float32 accumulation (partials of ``split`` K ranges when ``split > 1``; float32
+    [M, N] with ``f32``)."""
     if split == 1:
-        return (x.float() @ w.float().t()).to(x.dtype)
+        y = x.float() @ w.float().t()
+        return y if f32 else y.to(x.dtype)
     K = x.shape[1]
     ks = -(-K // split)
     return torch.stack([x[:, i: i + ks].float() @ w[:, i: i + ks].float().t() for i in range(0, K, ks)])
