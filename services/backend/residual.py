@@ -90,9 +90,10 @@ def apply(model: nn.Module) -> bool:
     cfg = getattr(model, "config", None)
     if cfg is not None:
         cfg._attn_implementation = ATTENTION_BF16_IN
+    model._lts_residual_f32 = n > 0
     return n > 0
 
 
 def enabled(model: nn.Module) -> bool:
-    decoder = getattr(model, "model", model)
-    return any(isinstance(m, F32OutLinear) for m in decoder.modules())
+    """Whether ``apply`` gave this model a float32 residual stream (its activations are float32)."""
+    return bool(getattr(model, "_lts_residual_f32", False))

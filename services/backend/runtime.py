@@ -168,7 +168,9 @@ class Runtime(SamplerSnapshots, RuntimeAPI):
         results: list[dict[str, np.ndarray] | None] = [None] * len(req.data)
         total_loss, n_tokens, clipped, counted = 0.0, 0, 0.0, 0
         hf = self.bases[tm.config.base_model].hf
-        cap = microbatch_token_cap(hf.config, next(hf.parameters()).element_size(), dev,
+        # a float32 residual stream (residual.py) keeps float32 activations: sized as a float32 model's
+        elem = 4 if residual.enabled(hf) else next(hf.parameters()).element_size()
+        cap = microbatch_token_cap(hf.config, elem, dev,
                                    self.max_tokens_per_microbatch, self.gradient_checkpointing)
         if cap < self.max_tokens_per_microbatch and cap != self._last_cap:
             log.warning("forward_backward: micro-batches of at most %d tokens (max_tokens_per_microbatch %d): %.1f GB "

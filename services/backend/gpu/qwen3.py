@@ -488,7 +488,7 @@ class StaticQwen3:
         return torch.bmm(self.mid(sc, bias), Vf)  # [b * Hkv, G, D]
 
     def _decode_split(self, x: torch.Tensor, pos: torch.Tensor, ctx: int, cos: torch.Tensor, sin: torch.Tensor,
-                      mm, silu, pdl=None, attend=None) -> torch.Tensor:
+                      mm, silu, pdl=None, attend=None, head_mm=None) -> torch.Tensor:
         """The decode layers with split-K GEMMs (``mm``: skinny_gemm.mm up to MAX_ROWS rows, mm_tma above;
         ``silu``: the gate/up GEMM with SiLU * up, or None for ``mm`` and a SiLU * up piece) between the
         pieces that sum their partials (gemm and attention 'triton'): per layer 4 GEMMs + 3 elementwise
@@ -508,8 +508,8 @@ class StaticQwen3:
             x, h = add_norm(x, mm(o.reshape(b, self.qd), self.w_o[l]), self.ln2[l])
             a = silu(h, self.w_gu[l]) if silu is not None else self.silu_mul(mm(h, self.w_gu[l]))
             x, h = add_norm(x, mm(a, self.w_down[l]), self.ln1[l + 1] if l + 1 < s.layers else self.norm)
-        if self.f32_logits:
-            return self.logits(h)
+        if self.f32_logits:   # float32 logits: the split GEMM writing float32 (``head_mm``), else torch.mm's
+            return self.logits(h) if head_mm is None else skinny_gemm.reduce(head_mm(h, self.lm_head), torch.float32)
         return skinny_gemm.reduce(mm(h, self.lm_head), self.dtype)
 
     def _decode_mid(self, x: torch.Tensor, pos: torch.Tensor, ctx: int, cos: torch.Tensor,
@@ -544,7 +544,7 @@ class StaticQwen3:
             if self.pdl_gemm:
                 pdl = (partial(self.mid_mm_pdl, f32=True), partial(self.mid_silu_pdl, f32=True))
         attend = decode_attention.attend if self.attention == "triton" else decode_attention.attend_reference
-        return self._decode_split(x, pos, ctx, cos, sin, mm, silu, pdl, attend)
+        return self._decode_split(x, pos, ctx, cos, sin, mm, silu, pdl, attend, head_mm=mm)
 
     @torch.no_grad()
     def decode(self, tok: torch.Tensor, pos: torch.Tensor, ctx: int) -> torch.Tensor:
@@ -557,12 +557,14 @@ class StaticQwen3:
             return self._decode_f32_residual(x.float(), pos, ctx, cos, sin)
         if self.gemm == "triton" and self.attention == "triton" and b <= skinny_gemm.MAX_ROWS:
             return self._decode_split(x, pos, ctx, cos, sin, self.skinny_mm,
-                                      self.skinny_silu if self.fuse_silu else None)
+                                      self.skinny_silu if self.fuse_silu else None,
+                                      head_mm=partial(self.skinny_mm, f32=True) if self.f32_logits else None)
         if (self.attention == "triton" and self.fuse_silu and self.mid_silu is not None
                 and b <= skinny_gemm.TMA_ROWS):
             if self.tma_gemm:
                 return self._decode_split(x, pos, ctx, cos, sin, self.mid_mm, self.mid_silu,
-                                          (self.mid_mm_pdl, self.mid_silu_pdl) if self.pdl_gemm else None)
+                                          (self.mid_mm_pdl, self.mid_silu_pdl) if self.pdl_gemm else None,
+                                          head_mm=partial(self.mid_mm, f32=True) if self.f32_logits else None)
             return self._decode_mid(x, pos, ctx, cos, sin)
         fused = self.attention == "triton"
         if not fused:
