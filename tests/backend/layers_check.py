@@ -35,7 +35,7 @@ LAYERS = {  # file (relative to services/backend) -> layer
     "wire.py": "wire", "codec.py": "wire",
     "scheduler.py": "scheduler",
     **{f: "runtime" for f in ("runtime_api.py", "runtime.py", "models.py", "logprobs.py", "losses.py", "sampler.py",
-                              "checkpoint_io.py", "snapshots.py", "ray_runtime.py", "unembed.py")},
+                              "checkpoint_io.py", "snapshots.py", "ray_runtime.py", "unembed.py", "residual.py")},
 }
 INFRA = {"store.py", "tenants.py", "errors.py", "__main__.py", "paths.py", "checkpoints.py"}
 EXPECTED = {("api", "wire"): 1, ("wire", "api"): 1, ("api", "scheduler"): 1, ("scheduler", "runtime"): 1,
