@@ -31,24 +31,6 @@ from .hf_decode import ATTENTION_BF16_IN
 HALF = unembed.HALF
 
 
-class _MMF32(torch.autograd.Function):
-    """y = x w^T (+ b) written in float32 from half-precision x, w; the backward in their dtype."""
-
-    @staticmethod
-    def forward(ctx, x, w):
-        ctx.save_for_backward(x, w)
-        shape = x.shape
-        return unembed.mm_f32(x.reshape(-1, shape[-1]), w).view(*shape[:-1], w.shape[0])
-
-    @staticmethod
-    def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        g = g.to(x.dtype)
-        gx = g @ w if ctx.needs_input_grad[0] else None
-        gw = g.reshape(-1, g.shape[-1]).t() @ x.reshape(-1, x.shape[-1]) if ctx.needs_input_grad[1] else None
-        return gx, gw
-
-
 class F32OutLinear(nn.Linear):
     """An ``nn.Linear`` of a half-precision model whose output is float32: its input rounded to the weight's dtype
     (a float32 hidden state: the one rounding), the product accumulated and written in float32 (no autocast)."""
@@ -58,7 +40,7 @@ class F32OutLinear(nn.Linear):
         if w.dtype not in HALF:
             return F.linear(x, w, self.bias)
         with torch.autocast(x.device.type, enabled=False):
-            y = _MMF32.apply(x.to(w.dtype), w)
+            y = unembed.matmul_f32(x.to(w.dtype), w)
         return y if self.bias is None else y + self.bias.float()
 
 

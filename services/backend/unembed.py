@@ -51,6 +51,13 @@ class _LinearF32(torch.autograd.Function):
         return gh, gw
 
 
+def matmul_f32(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """h [..., H] @ w [V, H]^T -> float32 [..., V] from half-precision operands, with autograd (the backward in
+    their dtype): the unembedding's GEMM, and every decoder GEMM of a float32 residual stream (residual.py)."""
+    shape = h.shape
+    return _LinearF32.apply(h.reshape(-1, shape[-1]), w).view(*shape[:-1], w.shape[0])
+
+
 def linear_f32(h: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """float32 logits of ``h`` [..., H] under ``w`` [V, H] (+ ``bias``): half-precision operands are read as they are
     and the output is float32; a float32 model (or LTS_LOGITS_F32=0) takes the plain linear (then ``.float()``)."""
@@ -59,8 +66,7 @@ def linear_f32(h: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = Non
     half = h.dtype in HALF and w.dtype == h.dtype
     if not (ENABLED and half):
         return F.linear(h, w.to(h.dtype), None if bias is None else bias.to(h.dtype)).float()
-    shape = h.shape
-    y = _LinearF32.apply(h.reshape(-1, shape[-1]), w).view(*shape[:-1], w.shape[0])
+    y = matmul_f32(h, w)
     return y if bias is None else y + bias.float()
 
 

@@ -60,7 +60,7 @@ def _tiny():
     return Qwen3ForCausalLM(cfg).to(torch.bfloat16).eval()
 
 
-def test_apply_keeps_the_stream_float32_and_lora_trains(monkeypatch):
+def test_apply_keeps_the_stream_float32_and_lora_trains():
     model = _tiny()
     ids = torch.randint(0, 256, (2, 12))
     with torch.no_grad():
