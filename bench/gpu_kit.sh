@@ -7,7 +7,8 @@
 #   bash bench/gpu_kit.sh stage                # there, once per carried part: wheels -> /tmp/site, .carry/* -> /tmp/kit
 #   bash bench/gpu_kit.sh model                # there: join the parts (sha256 checked), de-quantise -> /tmp/kit/smollm2
 #   bash bench/gpu_kit.sh numerics             # there: bench_numerics (SmolLM2 + the 4B shape, bf16, static + hf;
-#                                              # LOGITS=bf16,f32,r32: the numerics modes), $OUT
+#                                              # LOGITS=bf16,f32,r32,a32: the numerics modes), $OUT
+#   bash bench/gpu_kit.sh profile              # there: the 4B shape's decode step per mode (MODES=bf16 f32 r32 a32)
 #
 # Carry per call: the first names .whl and .carry/smol.part.aa, the next .carry/smol.part.ab, then .carry/smol.part.ac
 # (back to back: the machine keeps /tmp only while it is warm). docs/performance.md "GPU kit" has the sequence.
@@ -74,6 +75,20 @@ dequantise(Path(sys.argv[1]), Path(sys.argv[2]))" "$KIT/smollm2" "$KIT/SmolLM2-1
         --samplers static --logits ${LOGITS:-bf16,f32,r32} --prompts 64 --new-tokens 128 --timed 2 --json "$OUT/numerics.jsonl" 2>&1 \
         | grep -v -e Loading -e '^RESULT' | tee "$OUT/numerics_$SHAPE.txt"
     fi
+    ;;
+  profile)   # there: one decode step of the 4B shape per numerics mode (graph step time, kernel families;
+             # bench_gpu_sampling.py's profile step), MODES="bf16 f32 r32 a32", BATCHES=64
+    mkdir -p "$OUT"
+    for m in ${MODES:-bf16 f32 r32 a32}; do
+      case $m in
+        bf16) e=(LTS_LOGITS_F32=0) ;; f32) e=(LTS_LOGITS_F32=1) ;; r32) e=(LTS_RESIDUAL_F32=1) ;; a32) e=(LTS_ATTENTION_F32=1) ;;
+        *) echo "unknown mode $m"; exit 2 ;;
+      esac
+      mkdir -p "$OUT/profile-$m"
+      env "${e[@]}" $PY bench/bench_gpu_sampling.py --shapes "${SHAPE:-4b}" --batches "${BATCHES:-64}" --steps profile \
+        --profile-dir "$OUT/profile-$m" --json "$OUT/profile-$m.jsonl" 2>&1 | grep -e decode_profile -e Error -e error \
+        | cut -c1-900 | sed "s/^/[$m] /"
+    done
     ;;
   *) sed -n 2,14p "$0"; exit 2 ;;
 esac

@@ -57,6 +57,21 @@ def bf16_in_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor
 AttentionInterface.register(ATTENTION_BF16_IN, bf16_in_sdpa)
 AttentionMaskInterface.register(ATTENTION_BF16_IN, sdpa_mask)
 
+# float32 attention (``unembed.ATTENTION_F32``): q, k, v rounded to the model dtype as above, then the scores,
+# the softmax and P @ V in float32 (the static engine's decode kernel with ``p32`` computes the same)
+ATTENTION_F32 = "lts_sdpa_f32"
+
+
+def f32_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+             attention_mask: torch.Tensor | None, **kwargs) -> tuple[torch.Tensor, None]:
+    dt = module.o_proj.weight.dtype
+    q, k, v = (t.to(dt).float() for t in (query, key, value))
+    return gqa_sdpa(module, q, k, v, attention_mask, **kwargs)
+
+
+AttentionInterface.register(ATTENTION_F32, f32_sdpa)
+AttentionMaskInterface.register(ATTENTION_F32, sdpa_mask)
+
 
 def use_gqa_decode(module: torch.nn.Module) -> None:
     """Switch a model that uses transformers' ``sdpa`` to ``gqa_sdpa`` (the same results; shared by

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import unembed
-from .hf_decode import ATTENTION_BF16_IN
+from .hf_decode import ATTENTION_BF16_IN, ATTENTION_F32
 
 HALF = unembed.HALF
 
@@ -71,7 +71,7 @@ def apply(model: nn.Module) -> bool:
         head.__class__ = RoundInLinear
     cfg = getattr(model, "config", None)
     if cfg is not None:
-        cfg._attn_implementation = ATTENTION_BF16_IN
+        cfg._attn_implementation = ATTENTION_F32 if unembed.ATTENTION_F32 else ATTENTION_BF16_IN
     model._lts_residual_f32 = n > 0
     return n > 0
 

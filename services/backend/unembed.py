@@ -20,8 +20,11 @@ import os
 import torch
 import torch.nn.functional as F
 
+# float32 attention on both sides: q, k, v rounded to the model dtype (the KV cache's), then softmax and P @ V in
+# float32 (no bf16 rounding of the probabilities); implies the float32 residual stream (issue 41 item 3)
+ATTENTION_F32 = os.environ.get("LTS_ATTENTION_F32", "0") == "1"
 # a float32 residual stream on both sides (services/backend/residual.py; implies float32 logits)
-RESIDUAL_F32 = os.environ.get("LTS_RESIDUAL_F32", "0") == "1"
+RESIDUAL_F32 = os.environ.get("LTS_RESIDUAL_F32", "0") == "1" or ATTENTION_F32
 ENABLED = os.environ.get("LTS_LOGITS_F32", "0") == "1" or RESIDUAL_F32
 HALF = (torch.bfloat16, torch.float16)
 

@@ -38,7 +38,7 @@ def test_a_float32_residual_stream_narrows_the_bf16_gap_on_cpu(tmp_path):
     out = tmp_path / "numerics.jsonl"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
     r = subprocess.run([RUNTIME_PY, str(REPO / "bench" / "bench_numerics.py"), "--model", str(TINY_PATH),
-                        "--dtype", "bfloat16", "--samplers", "static,hf", "--logits", "bf16,r32", "--prompts", "8",
+                        "--dtype", "bfloat16", "--samplers", "static,hf", "--logits", "bf16,r32,a32", "--prompts", "8",
                         "--new-tokens", "32", "--json", str(out)],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
@@ -49,3 +49,11 @@ def test_a_float32_residual_stream_narrows_the_bf16_gap_on_cpu(tmp_path):
         assert r32["mismatch/tokens"] == base["mismatch/tokens"] == 8 * 32
         assert r32["mismatch/abs_diff_mean"] < 0.75 * base["mismatch/abs_diff_mean"], (s, base, r32)
         assert r32["mismatch/abs_diff_p99"] < 0.75 * base["mismatch/abs_diff_p99"], (s, base, r32)
+    # float32 attention (--logits a32, LTS_ATTENTION_F32): with the probabilities kept float32 before P @ V on both
+    # sides, the rest agrees to float32 rounding on the CPU (4 x 16 tokens: static 5.4e-4 -> 3.0e-7, hf 2.7e-4 ->
+    # 3.9e-7). Planted: the static engine's decode ignoring p32 (P rounded to bf16) -> fails.
+    for s in ("static", "hf"):
+        r32, a32 = rows[(s, "r32")], rows[(s, "a32")]
+        assert a32["mismatch/tokens"] == 8 * 32
+        assert a32["mismatch/abs_diff_mean"] < 0.1 * r32["mismatch/abs_diff_mean"], (s, r32, a32)
+        assert a32["mismatch/abs_diff_p99"] < 0.1 * r32["mismatch/abs_diff_p99"], (s, r32, a32)

@@ -141,3 +141,20 @@ def test_training_kernels_choice():
     with pytest.raises(ValueError):  # required but not applicable (no Liger here, or no HF config)
         tk.apply(torch.nn.Linear(2, 2), "liger", True)
     assert tk.apply(torch.nn.Linear(2, 2), "liger", False) is False
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and da.available()), reason="the Triton kernel needs CUDA")
+@pytest.mark.parametrize("case", CASES)
+def test_float32_probabilities_agree_with_a_float32_reference(case):
+    """``p32`` (float32 attention, unembed.ATTENTION_F32): the kernel keeps P in float32 for P @ V, as the
+    trainer's float32 attention does, so its bf16 outputs equal the float32 reference's far more often than the
+    default kernel's (P rounded to bf16). Planted: P32 ignored -> the two mismatch rates are alike -> fails."""
+    off = {False: [], True: []}
+    for seed in range(3):
+        q, kn, vn, kc, vc, pos, ctx, scale = _inputs(case, torch.bfloat16, "cuda", seed)
+        want = da.attend_reference(q, kn, vn, kc.clone(), vc.clone(), pos, ctx, scale, p32=True)
+        for p32 in (False, True):
+            got = da.attend(q, kn, vn, kc.clone(), vc.clone(), pos, ctx, scale, p32=p32)
+            off[p32].append(float((got != want).float().mean()))
+    print(case[:4], "bf16 P:", off[False], "float32 P:", off[True])
+    assert max(off[True]) < 0.05 and sum(off[True]) * 3 < sum(off[False]), off

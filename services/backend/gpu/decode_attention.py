@@ -50,7 +50,7 @@ if triton is not None:
     def _split_kernel(Q, KN, VN, KC, VC, POS, M, L, ACC, O, scale, chunk, n_split,
                       s_qb, s_qh, s_nb, s_nh, s_vb, s_vh, s_cs, s_ch, s_ct, s_ob, s_oh,
                       HQ: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr,
-                      DIRECT: tl.constexpr):
+                      DIRECT: tl.constexpr, P32: tl.constexpr):
         b = tl.program_id(0)
         h = tl.program_id(1)
         s = tl.program_id(2)
@@ -79,7 +79,10 @@ if triton is not None:
                 p = tl.exp(qk - m_new[:, None])
                 l_i = l_i * alpha + tl.sum(p, 1)
                 v = tl.load(vbase + offs_n[:, None] * s_ct + offs_d[None, :], mask=nmask[:, None], other=0.0)
-                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+                if P32:  # float32 probabilities times V, in full float32 (no TF32)
+                    acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
+                else:
+                    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
                 m_i = m_new
             if pos < start + chunk:  # this chunk holds the new token: write it and fold it in
                 kn = tl.load(KN + b * s_nb + h * s_nh + offs_d)
@@ -91,8 +94,8 @@ if triton is not None:
                 alpha = tl.exp(m_i - m_new)
                 p1 = tl.exp(qk1 - m_new)
                 l_i = l_i * alpha + p1
-                # the same bf16 rounding of p as the tiles' p @ V
-                p1 = p1.to(vn.dtype).to(tl.float32)
+                if not P32:  # the same bf16 rounding of p as the tiles' p @ V
+                    p1 = p1.to(vn.dtype).to(tl.float32)
                 acc = acc * alpha[:, None] + p1[:, None] * vn.to(tl.float32)[None, :]
                 m_i = m_new
             if DIRECT:  # the only chunk: the output itself
@@ -127,11 +130,12 @@ if triton is not None:
 
 def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor,
            pos: torch.Tensor, ctx: int, scale: float, block: int = BLOCK_N, warps: int = 4, stages: int = 2,
-           target: int | None = None) -> torch.Tensor:
+           target: int | None = None, p32: bool = False) -> torch.Tensor:
     """q [b, Hq, D], k_new/v_new [b, Hkv, D] (any strides), kc/vc [slots >= b, Hkv, T, D] (one layer; written at
     ``pos``), pos [b] (each < ctx). Returns the attention output [b, Hq, D] in q's dtype.
     ``block`` (K/V tile rows), ``warps``, ``stages``, ``target`` (programs to aim for): launch
-    parameters, defaults chosen by bench_gpu_sampling.py's attention sweep (``target``: TARGET_PROGRAMS)."""
+    parameters, defaults chosen by bench_gpu_sampling.py's attention sweep (``target``: TARGET_PROGRAMS).
+    ``p32``: the probabilities stay float32 in P @ V (float32 attention, ``unembed.ATTENTION_F32``)."""
     b, Hq, D = q.shape
     Hkv = k_new.shape[1]
     G = Hq // Hkv
@@ -148,8 +152,8 @@ def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, kc: torch.
         q, k_new, v_new, kc, vc, pos, m, l, acc, out, scale, chunk, n_split,
         q.stride(0), q.stride(1), k_new.stride(0), k_new.stride(1), v_new.stride(0), v_new.stride(1),
         kc.stride(0), kc.stride(1), kc.stride(2), out.stride(0), out.stride(1),
-        HQ=Hq, G=G, GP=max(16, triton.next_power_of_2(G)), D=D, BLOCK=block, DIRECT=n_split == 1, num_warps=warps,
-        num_stages=stages)
+        HQ=Hq, G=G, GP=max(16, triton.next_power_of_2(G)), D=D, BLOCK=block, DIRECT=n_split == 1, P32=p32,
+        num_warps=warps, num_stages=stages)
     if n_split == 1:
         return out
     _merge_kernel[(b, Hq)](m, l, acc, pos, out, chunk, n_split, out.stride(0), out.stride(1),
@@ -158,10 +162,10 @@ def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, kc: torch.
 
 
 def attend_reference(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor,
-                     pos: torch.Tensor, ctx: int, scale: float) -> torch.Tensor:
+                     pos: torch.Tensor, ctx: int, scale: float, p32: bool = False) -> torch.Tensor:
     """What ``attend`` computes, in torch: writes k_new/v_new at ``pos``, then masked GQA softmax
     attention over cache positions ``[0, pos]`` in float32 (probabilities rounded to the cache
-    dtype before the product with V, as the kernel does)."""
+    dtype before the product with V, as the kernel does, unless ``p32``)."""
     b, Hq, D = q.shape
     Hkv = k_new.shape[1]
     ar = torch.arange(b, device=q.device)
@@ -176,5 +180,5 @@ def attend_reference(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, 
     m = sc.amax(-1, keepdim=True)
     p = torch.exp(sc - m)
     den = p.sum(-1, keepdim=True)
-    out = torch.einsum("bhgt,bhtd->bhgd", p.to(V.dtype).float(), V.float()) / den
+    out = torch.einsum("bhgt,bhtd->bhgd", p if p32 else p.to(V.dtype).float(), V.float()) / den
     return out.reshape(b, Hq, D).to(q.dtype)

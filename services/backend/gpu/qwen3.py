@@ -171,6 +171,8 @@ class StaticQwen3:
         # logits in float32 out of the lm_head GEMM, as the trainer's (issue 41: bf16-rounded logits were most of the
         # sampler/trainer gap); needs torch.mm(out_dtype=) on CUDA, which the bmm probe stands for
         self.f32_logits = (unembed.ENABLED or self.f32_residual) and half_ok
+        # float32 attention (hf_decode.f32_sdpa on the trainer's side): probabilities not rounded before P @ V
+        self.f32_attention = unembed.ATTENTION_F32 and self.f32_residual
         self._build_pieces()
         self.compiled = False
 
@@ -444,7 +446,11 @@ class StaticQwen3:
             v = v.view(n, P, s.kv_heads, s.head_dim).transpose(1, 2)
             self.kc[l][slots, :, :P] = k
             self.vc[l][slots, :, :P] = v
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale, enable_gqa=self.group > 1)
+            if self.f32_attention:   # float32 scores, probabilities and P @ V; the output rounded for the o GEMM
+                o = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, scale=self.scale,
+                                                   enable_gqa=self.group > 1).to(self.dtype)
+            else:
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale, enable_gqa=self.group > 1)
             x = self.post(x, o.transpose(1, 2).reshape(n * P, self.qd), self.w_o[l], self.ln2[l], self.w_gu[l],
                           self.w_down[l])
         if self.f32_residual:
@@ -544,6 +550,8 @@ class StaticQwen3:
             if self.pdl_gemm:
                 pdl = (partial(self.mid_mm_pdl, f32=True), partial(self.mid_silu_pdl, f32=True))
         attend = decode_attention.attend if self.attention == "triton" else decode_attention.attend_reference
+        if self.f32_attention:
+            attend = partial(attend, p32=True)
         return self._decode_split(x, pos, ctx, cos, sin, mm, silu, pdl, attend, head_mm=mm)
 
     @torch.no_grad()
