@@ -90,6 +90,10 @@ def measure(model: str, device: str, dtype: str, sampler: str, n: int, new: int,
                 res = rt.sample("m", None, [SampleSpec(p, 1, new, 1.0, seed=seed + 1000 + i) for i, p in enumerate(ps)])
                 best = min(best, time.time() - t0)
             row["sample_tok_s"] = round(sum(len(r.sequences[0][0]) for r in res) / best, 1)
+        for eng in getattr(rt.engine, "engines", {}).values():   # the static engine: did it compile and capture?
+            row |= {"engine_compiled": eng.model.compiled, "engine_graphs": eng.use_graphs,
+                    "engine_graph_captures": eng.stats.get("graph_captures"),
+                    "engine_decode_step_ms": round(1e3 * eng.stats["decode_s"] / max(eng.stats["steps"], 1), 3)}
         return row
 
 
