@@ -105,7 +105,8 @@ def build(cfg: RuntimeFile | dict, state_dir: Path):
     bcfg["tokenizer_ids"] = {m.name: m.tokenizer_id or m.name for m in rt.models}
     holder: dict = {}
     scheduler = Scheduler(factory, store, on_done=lambda rid: holder["state"].on_done(rid),
-                          batch_window_s=b.batch_window_s, sample_round_tokens=b.sample_round_tokens)
+                          batch_window_s=b.batch_window_s, sample_round_tokens=b.sample_round_tokens,
+                          batch_window_max_s=b.batch_window_max_s)
     state = BackendState(bcfg, store, scheduler, ckdir)
     holder["state"] = state
     return state, create_app(state)

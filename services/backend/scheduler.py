@@ -131,16 +131,24 @@ class _Chunked:
     head: SampleResult | None = None            # the first chunk's result (prompt logprobs)
 
 
+def _content_order(job: SampleJob) -> tuple:
+    sp = job.spec
+    return (sp.seed is None, sp.seed or 0, len(sp.prompt), sp.prompt, sp.num_samples, sp.max_tokens,
+            sp.temperature, sp.top_k, sp.top_p)
+
+
 class Scheduler:
     runtime: RuntimeAPI  # made by the worker thread before ``ready`` is set (``startup_error`` if that failed)
 
     def __init__(self, runtime_factory: Callable[[], RuntimeAPI], store: Store, on_done: Callable[[str], None],
-                 gap_timeout_s: float = 1.0, batch_window_s: float = 0.002, sample_round_tokens: int = 16384):
+                 gap_timeout_s: float = 1.0, batch_window_s: float = 0.002, sample_round_tokens: int = 16384,
+                 batch_window_max_s: float = 0.05):
         self.store = store
         self.sample_round_tokens = sample_round_tokens   # num_samples x max_tokens above this is chunked
         self.on_done = on_done
         self.gap_timeout_s = gap_timeout_s
         self.batch_window_s = batch_window_s
+        self.batch_window_max_s = batch_window_max_s   # a burst that keeps arriving is waited for up to this long
         self._factory = runtime_factory
         self._cv = threading.Condition()
         self._general: list[Job] = []                         # jobs without a model order
@@ -382,7 +390,7 @@ class Scheduler:
             if not self._samples and not self._chunked:
                 return
         if self.batch_window_s:
-            time.sleep(self.batch_window_s)  # let a burst of concurrent requests land in one batch
+            self._linger()
         with self._cv:
             jobs, self._samples = self._samples, []
         self._chunked += [_Chunked(j, self._split(j.spec), [None] * j.spec.num_samples)
@@ -390,12 +398,30 @@ class Scheduler:
         self._answer_small([j for j in jobs if not self._is_large(j.spec)])
         self._run_chunks()
 
+    def _linger(self) -> None:
+        """Let a burst of concurrent requests land in one batch: wait ``batch_window_s`` windows until one passes
+        with no new request, at most ``batch_window_max_s``. On a loaded machine a client's burst (an RL step's
+        groups) arrives over more than one window; a batch that splits it changes the numerics of the rows sampled
+        (CPU GEMMs round rows in a tail block differently), so a same-seed run would no longer repeat itself."""
+        deadline = time.monotonic() + max(self.batch_window_max_s, self.batch_window_s)
+        seen = -1
+        while time.monotonic() < deadline:
+            with self._cv:
+                n = len(self._samples)
+            if n == seen:
+                return
+            seen = n
+            time.sleep(self.batch_window_s)
+
     def _answer_small(self, jobs: list[SampleJob]) -> None:
-        """Sample small requests, one batch per sampler weights, and answer each."""
+        """Sample small requests, one batch per sampler weights, and answer each. A batch's rows are in an order
+        of their content (seed, prompt, sizes), not of arrival: the same requests give the same batch, and so the
+        same numerics, whichever thread's request came first."""
         groups: dict[SampleKey, list[SampleJob]] = defaultdict(list)
-        for j in jobs:
+        for j in sorted(jobs, key=_content_order):
             groups[j.key].append(j)
         for key, group in groups.items():
+            log.debug("sampling batch: %d requests, %d sequences", len(group), sum(j.spec.num_samples for j in group))
             for j, res, err in self._sample_batch(key, [j.spec for j in group], group):
                 self._answer(j, res, err)
 

@@ -32,6 +32,7 @@ class BackendSection(ConfigModel):
     log_file: str = "state/logs/backend.log"
     log_level: str = "INFO"
     batch_window_s: float = 0.002
+    batch_window_max_s: float = 0.05
     sample_round_tokens: int = 4096
     # read by state.py / wire.Limits / lifecycle.py, which hold their defaults (None: theirs)
     long_poll_s: float | None = None
