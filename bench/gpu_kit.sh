@@ -7,7 +7,7 @@
 #   bash bench/gpu_kit.sh stage                # there, once per carried part: wheels -> /tmp/site, .carry/* -> /tmp/kit
 #   bash bench/gpu_kit.sh model                # there: join the parts (sha256 checked), de-quantise -> /tmp/kit/smollm2
 #   bash bench/gpu_kit.sh numerics             # there: bench_numerics (SmolLM2 + the 4B shape, bf16, static + hf;
-#                                              # LOGITS=bf16,f32,r32,a32: the numerics modes), $OUT
+#                                              # LOGITS=bf16,f32,r32,a32: the numerics modes, a process each), $OUT
 #   bash bench/gpu_kit.sh profile              # there: the 4B shape's decode step per mode (MODES=bf16 f32 r32 a32)
 #
 # Carry per call: the first names .whl and .carry/smol.part.aa, the next .carry/smol.part.ab, then .carry/smol.part.ac
@@ -64,17 +64,20 @@ dequantise(Path(sys.argv[1]), Path(sys.argv[2]))" "$KIT/smollm2" "$KIT/SmolLM2-1
     fi
     ls "$KIT/smollm2"
     ;;
-  numerics)
+  numerics)   # one process per mode: modes sharing a process time the later ones slower (2026-12-07: the 4B
+              # shape's a32 sampled at 1,830 tok/s after bf16 in one process, 2,722 in its own)
     mkdir -p "$OUT"
     shift
-    $PY bench/bench_numerics.py --model "$KIT/smollm2" --device cuda --dtype bfloat16 --samplers "${SAMPLERS:-static,hf}" \
-      --logits ${LOGITS:-bf16,f32,r32} --prompts 64 --new-tokens 128 --timed 2 --json "$OUT/numerics.jsonl" "$@" 2>&1 \
-      | grep -v -e Loading -e '^RESULT' | tee "$OUT/numerics_smollm2.txt"
-    if [ -n "${SHAPE:-}" ]; then
-      $PY bench/bench_numerics.py --shape "$SHAPE" --tokenizer "$KIT/smollm2" --device cuda --dtype bfloat16 \
-        --samplers static --logits ${LOGITS:-bf16,f32,r32} --prompts 64 --new-tokens 128 --timed 2 --json "$OUT/numerics.jsonl" 2>&1 \
-        | grep -v -e Loading -e '^RESULT' | tee "$OUT/numerics_$SHAPE.txt"
-    fi
+    for lg in $(echo "${LOGITS:-bf16,f32,r32,a32}" | tr , ' '); do
+      $PY bench/bench_numerics.py --model "$KIT/smollm2" --device cuda --dtype bfloat16 --samplers "${SAMPLERS:-static,hf}" \
+        --logits "$lg" --prompts 64 --new-tokens 128 --timed 2 --json "$OUT/numerics.jsonl" "$@" 2>&1 \
+        | grep -v -e Loading -e '^RESULT' | tee -a "$OUT/numerics_smollm2.txt"
+      if [ -n "${SHAPE:-}" ]; then
+        $PY bench/bench_numerics.py --shape "$SHAPE" --tokenizer "$KIT/smollm2" --device cuda --dtype bfloat16 \
+          --samplers static --logits "$lg" --prompts 64 --new-tokens 128 --timed 2 --json "$OUT/numerics.jsonl" 2>&1 \
+          | grep -v -e Loading -e '^RESULT' | tee -a "$OUT/numerics_$SHAPE.txt"
+      fi
+    done
     ;;
   profile)   # there: one decode step of the 4B shape per numerics mode (graph step time, kernel families;
              # bench_gpu_sampling.py's profile step), MODES="bf16 f32 r32 a32", BATCHES=64
