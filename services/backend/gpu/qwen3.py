@@ -447,10 +447,9 @@ class StaticQwen3:
             self.kc[l][slots, :, :P] = k
             self.vc[l][slots, :, :P] = v
             if self.f32_attention:   # float32 scores, probabilities and P @ V; the output rounded for the o GEMM
-                o = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, scale=self.scale,
-                                                   enable_gqa=self.group > 1).to(self.dtype)
-            else:
-                o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale, enable_gqa=self.group > 1)
+                q, k, v = q.float(), k.float(), v.float()
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale,
+                                               enable_gqa=self.group > 1).to(self.dtype)
             x = self.post(x, o.transpose(1, 2).reshape(n * P, self.qd), self.w_o[l], self.ln2[l], self.w_gu[l],
                           self.w_down[l])
         if self.f32_residual:
