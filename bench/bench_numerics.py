@@ -55,9 +55,10 @@ def prompts(tokenizer, n: int) -> list[list[int]]:
 def measure(model: str, device: str, dtype: str, sampler: str, n: int, new: int, seed: int,
             logits: str = "f32", timed: int = 0) -> dict:
     # read when a model or an engine is built and at every trainer forward
-    unembed.ENABLED = logits in ("f32", "r32", "a32")
-    unembed.RESIDUAL_F32 = logits in ("r32", "a32")
-    unembed.ATTENTION_F32 = logits == "a32"
+    unembed.ENABLED = logits in ("f32", "r32", "a32", "m32")
+    unembed.RESIDUAL_F32 = logits in ("r32", "a32", "m32")
+    unembed.ATTENTION_F32 = logits in ("a32", "m32")
+    unembed.MATCHED_GEMM = logits == "m32"
     with tempfile.TemporaryDirectory() as tmp:
         rt = Runtime([{"name": "m", "path": model}], Path(tmp), device=device, dtype=dtype, sampler=sampler,
                      merge_lora_sampling=False)
@@ -121,7 +122,8 @@ def main() -> int:
                     "out of the lm_head GEMM on both sides: LTS_LOGITS_F32=1), bf16 (logits rounded to the model's "
                     "dtype: the default), r32 (a float32 residual stream on both sides, every GEMM writing float32, "
                     "and float32 logits: LTS_RESIDUAL_F32=1, services/backend/residual.py), a32 (r32 and float32 "
-                    "attention: the probabilities not rounded before P @ V, LTS_ATTENTION_F32=1)")
+                    "attention: the probabilities not rounded before P @ V, LTS_ATTENTION_F32=1), m32 (a32 and "
+                    "batch-invariant GEMMs on both sides, CUDA: LTS_MATCHED_GEMM=1, gpu/invariant_gemm.py)")
     ap.add_argument("--timed", type=int, default=0, help="also time N warm sampling passes (sample_tok_s: the best)")
     ap.add_argument("--shape", help="instead of --model: a random-init model of this bench shape (4b, 0.6b), saved "
                     "with --tokenizer's tokenizer")

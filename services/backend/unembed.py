@@ -20,9 +20,13 @@ import os
 import torch
 import torch.nn.functional as F
 
+# batch-invariant GEMMs on both sides (gpu/invariant_gemm.py: a row's float32 sums do not depend on the batch it is
+# in, so the trainer's prefill and the sampler's decode step compute the same bits); on a CUDA device, implies
+# float32 attention (issue 41 item 3)
+MATCHED_GEMM = os.environ.get("LTS_MATCHED_GEMM", "0") == "1"
 # float32 attention on both sides: q, k, v rounded to the model dtype (the KV cache's), then softmax and P @ V in
 # float32 (no bf16 rounding of the probabilities); implies the float32 residual stream (issue 41 item 3)
-ATTENTION_F32 = os.environ.get("LTS_ATTENTION_F32", "0") == "1"
+ATTENTION_F32 = os.environ.get("LTS_ATTENTION_F32", "0") == "1" or MATCHED_GEMM
 # a float32 residual stream on both sides (services/backend/residual.py; implies float32 logits)
 RESIDUAL_F32 = os.environ.get("LTS_RESIDUAL_F32", "0") == "1" or ATTENTION_F32
 ENABLED = os.environ.get("LTS_LOGITS_F32", "0") == "1" or RESIDUAL_F32
@@ -30,8 +34,13 @@ HALF = (torch.bfloat16, torch.float16)
 
 
 def mm_f32(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """h [N, H] @ w[V, H]^T -> float32 [N, V], no autograd (half-precision operands read as they are)."""
+    """h [N, H] @ w[V, H]^T -> float32 [N, V], no autograd (half-precision operands read as they are); with
+    MATCHED_GEMM on a CUDA device the batch-invariant kernel (gpu/invariant_gemm.py)."""
     if h.is_cuda:
+        if MATCHED_GEMM:
+            from .gpu import invariant_gemm  # noqa: PLC0415 - Triton only where the mode is on
+            if invariant_gemm.available(h.device):
+                return invariant_gemm.mm_f32(h, w)
         return torch.mm(h, w.t(), out_dtype=torch.float32)
     return F.linear(h.float(), w.float())   # a bf16 model on the CPU (rare): exact products, float32 sums
 

@@ -538,10 +538,13 @@ class StaticQwen3:
                              sin: torch.Tensor) -> torch.Tensor:
         """Decode with a float32 residual stream (``f32_residual``): the split-GEMM layer for every batch, its
         GEMMs writing float32 (skinny_gemm's kernels with ``f32`` where they serve the batch, else torch.mm with
-        out_dtype), the pieces of ``_residual_f32_pieces`` (or decode_pieces' with ``r32``)."""
+        out_dtype), the pieces of ``_residual_f32_pieces`` (or decode_pieces' with ``r32``). With
+        ``unembed.MATCHED_GEMM`` every GEMM is ``unembed.mm_f32``'s batch-invariant kernel, as on the trainer."""
         b = x.shape[0]
         mm, silu, pdl = unembed.mm_f32, None, None
-        if self.gemm == "triton" and b <= skinny_gemm.MAX_ROWS:
+        if unembed.MATCHED_GEMM:   # every GEMM the trainer's batch-invariant one (unembed.mm_f32), no split kernels
+            pass
+        elif self.gemm == "triton" and b <= skinny_gemm.MAX_ROWS:
             mm = partial(self.skinny_mm, f32=True)
             silu = partial(self.skinny_silu, f32=True) if self.fuse_silu else None
         elif self.gemm == "triton" and self.mid_silu is not None and self.tma_gemm and b <= skinny_gemm.TMA_ROWS:
