@@ -7,8 +7,8 @@
 #   bash bench/gpu_kit.sh stage                # there, once per carried part: wheels -> /tmp/site, .carry/* -> /tmp/kit
 #   bash bench/gpu_kit.sh model                # there: join the parts (sha256 checked), de-quantise -> /tmp/kit/smollm2
 #   bash bench/gpu_kit.sh numerics             # there: bench_numerics (SmolLM2 + the 4B shape, bf16, static + hf;
-#                                              # LOGITS=bf16,f32,r32,a32: the numerics modes, a process each), $OUT
-#   bash bench/gpu_kit.sh profile              # there: the 4B shape's decode step per mode (MODES=bf16 f32 r32 a32)
+#                                              # LOGITS=bf16,f32,r32,a32,m32: the numerics modes, a process each), $OUT
+#   bash bench/gpu_kit.sh profile              # there: the 4B shape's decode step per mode (MODES=bf16 f32 r32 a32 m32)
 #
 # Carry per call: the first names .whl and .carry/smol.part.aa, the next .carry/smol.part.ab, then .carry/smol.part.ac
 # (back to back: the machine keeps /tmp only while it is warm). docs/performance.md "GPU kit" has the sequence.
@@ -71,11 +71,11 @@ dequantise(Path(sys.argv[1]), Path(sys.argv[2]))" "$KIT/smollm2" "$KIT/SmolLM2-1
     for lg in $(echo "${LOGITS:-bf16,f32,r32,a32}" | tr , ' '); do
       $PY bench/bench_numerics.py --model "$KIT/smollm2" --device cuda --dtype bfloat16 --samplers "${SAMPLERS:-static,hf}" \
         --logits "$lg" --prompts 64 --new-tokens 128 --timed 2 --json "$OUT/numerics.jsonl" "$@" 2>&1 \
-        | grep -v -e Loading -e '^RESULT' | tee -a "$OUT/numerics_smollm2.txt"
+        | grep -v -e Loading -e '^RESULT' | tee -a "$OUT/numerics_smollm2.txt" || echo "[numerics] smollm2 $lg failed"
       if [ -n "${SHAPE:-}" ]; then
         $PY bench/bench_numerics.py --shape "$SHAPE" --tokenizer "$KIT/smollm2" --device cuda --dtype bfloat16 \
           --samplers static --logits "$lg" --prompts 64 --new-tokens 128 --timed 2 --json "$OUT/numerics.jsonl" 2>&1 \
-          | grep -v -e Loading -e '^RESULT' | tee -a "$OUT/numerics_$SHAPE.txt"
+          | grep -v -e Loading -e '^RESULT' | tee -a "$OUT/numerics_$SHAPE.txt" || echo "[numerics] $SHAPE $lg failed"
       fi
     done
     ;;
@@ -85,6 +85,7 @@ dequantise(Path(sys.argv[1]), Path(sys.argv[2]))" "$KIT/smollm2" "$KIT/SmolLM2-1
     for m in ${MODES:-bf16 f32 r32 a32}; do
       case $m in
         bf16) e=(LTS_LOGITS_F32=0) ;; f32) e=(LTS_LOGITS_F32=1) ;; r32) e=(LTS_RESIDUAL_F32=1) ;; a32) e=(LTS_ATTENTION_F32=1) ;;
+        m32) e=(LTS_MATCHED_GEMM=1) ;;
         *) echo "unknown mode $m"; exit 2 ;;
       esac
       mkdir -p "$OUT/profile-$m"
