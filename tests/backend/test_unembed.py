@@ -77,3 +77,19 @@ def test_a_lora_lm_head_keeps_its_adapter():
     torch.testing.assert_close(y, ref, rtol=2e-2, atol=5e-2)
     y.sum().backward()
     assert head.lora_B["default"].weight.grad is not None and head.lora_B["default"].weight.grad.abs().sum() > 0
+
+
+def test_matched_gemm_implies_float32_attention_residual_and_logits():
+    """LTS_MATCHED_GEMM=1 (batch-invariant GEMMs, gpu/invariant_gemm.py) turns on the float32 stream it serves;
+    without CUDA, mm_f32 keeps the CPU path (planted: the flag not implying ATTENTION_F32 -> fails)."""
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+    code = ("import torch; from services.backend import unembed as u; "
+            "x = torch.randn(3, 8).bfloat16(); w = torch.randn(5, 8).bfloat16(); "
+            "print(u.MATCHED_GEMM, u.ATTENTION_F32, u.RESIDUAL_F32, u.ENABLED, "
+            "torch.equal(u.mm_f32(x, w), x.float() @ w.float().t()))")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "LTS_MATCHED_GEMM": "1"},
+                         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True"] * 5, out.stdout + out.stderr
