@@ -123,7 +123,7 @@ def main() -> int:
                     "dtype: the default), r32 (a float32 residual stream on both sides, every GEMM writing float32, "
                     "and float32 logits: LTS_RESIDUAL_F32=1, services/backend/residual.py), a32 (r32 and float32 "
                     "attention: the probabilities not rounded before P @ V, LTS_ATTENTION_F32=1), m32 (a32 and "
-                    "batch-invariant GEMMs on both sides, CUDA: LTS_MATCHED_GEMM=1, gpu/invariant_gemm.py)")
+                    "batch-invariant GEMMs on both sides, CUDA: LTS_MATCHED_GEMM=1, invariant_gemm.py)")
     ap.add_argument("--timed", type=int, default=0, help="also time N warm sampling passes (sample_tok_s: the best)")
     ap.add_argument("--shape", help="instead of --model: a random-init model of this bench shape (4b, 0.6b), saved "
                     "with --tokenizer's tokenizer")

@@ -20,7 +20,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-# batch-invariant GEMMs on both sides (gpu/invariant_gemm.py: a row's float32 sums do not depend on the batch it is
+# batch-invariant GEMMs on both sides (invariant_gemm.py: a row's float32 sums do not depend on the batch it is
 # in, so the trainer's prefill and the sampler's decode step compute the same bits); on a CUDA device, implies
 # float32 attention (issue 41 item 3)
 MATCHED_GEMM = os.environ.get("LTS_MATCHED_GEMM", "0") == "1"
@@ -35,10 +35,10 @@ HALF = (torch.bfloat16, torch.float16)
 
 def mm_f32(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """h [N, H] @ w[V, H]^T -> float32 [N, V], no autograd (half-precision operands read as they are); with
-    MATCHED_GEMM on a CUDA device the batch-invariant kernel (gpu/invariant_gemm.py)."""
+    MATCHED_GEMM on a CUDA device the batch-invariant kernel (invariant_gemm.py)."""
     if h.is_cuda:
         if MATCHED_GEMM:
-            from .gpu import invariant_gemm  # noqa: PLC0415 - Triton only where the mode is on
+            from . import invariant_gemm  # noqa: PLC0415 - Triton only where the mode is on
             if invariant_gemm.available(h.device):
                 return invariant_gemm.mm_f32(h, w)
         return torch.mm(h, w.t(), out_dtype=torch.float32)

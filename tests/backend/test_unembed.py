@@ -80,7 +80,7 @@ def test_a_lora_lm_head_keeps_its_adapter():
 
 
 def test_matched_gemm_implies_float32_attention_residual_and_logits():
-    """LTS_MATCHED_GEMM=1 (batch-invariant GEMMs, gpu/invariant_gemm.py) turns on the float32 stream it serves;
+    """LTS_MATCHED_GEMM=1 (batch-invariant GEMMs, invariant_gemm.py) turns on the float32 stream it serves;
     without CUDA, mm_f32 keeps the CPU path (planted: the flag not implying ATTENTION_F32 -> fails)."""
     import os  # noqa: PLC0415
     import subprocess  # noqa: PLC0415

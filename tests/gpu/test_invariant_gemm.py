@@ -1,4 +1,4 @@
-"""The batch-invariant GEMM (services/backend/gpu/invariant_gemm.py): a row's float32 result is the same bits
+"""The batch-invariant GEMM (services/backend/invariant_gemm.py): a row's float32 result is the same bits
 whatever rows share its call, the split path (few rows) equals the one-program-per-tile path (many rows), and both
 are close to a float64 reference (run on the GPU machine: ``python3 -m pytest tests/gpu/test_invariant_gemm.py``;
 skipped without CUDA and Triton)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from services.backend.gpu import invariant_gemm as ig
+from services.backend import invariant_gemm as ig
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and ig.available()), reason="needs CUDA + Triton")
 

@@ -1,4 +1,4 @@
-"""A batch-invariant GEMM (issue 41 item 3, ``LTS_MATCHED_GEMM=1``): ``x [M, K] @ w [N, K]^T`` in float32 from
+"""A batch-invariant GEMM in Triton (issue 41 item 3, ``LTS_MATCHED_GEMM=1``): ``x [M, K] @ w [N, K]^T`` in float32 from
 half-precision operands, each output element summed by the same instructions in the same order whatever ``M`` is.
 
 Why: the trainer multiplies a whole sequence at once (M = thousands of rows), the sampler one token per sequence
