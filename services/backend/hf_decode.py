@@ -66,7 +66,11 @@ def f32_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, va
              attention_mask: torch.Tensor | None, **kwargs) -> tuple[torch.Tensor, None]:
     dt = module.o_proj.weight.dtype
     q, k, v = (t.to(dt).float() for t in (query, key, value))
-    return gqa_sdpa(module, q, k, v, attention_mask, **kwargs)
+    # autocast off: the trainer's CUDA forward of a LoRA model runs under bf16 autocast (gpu/logprobs.bf16_lora),
+    # which would cast these float32 inputs back to bf16 and run bf16 attention (issue 41: a32 measured no better
+    # than r32 on the GPU until this)
+    with torch.autocast(q.device.type, enabled=False):
+        return gqa_sdpa(module, q, k, v, attention_mask, **kwargs)
 
 
 AttentionInterface.register(ATTENTION_F32, f32_sdpa)

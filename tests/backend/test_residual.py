@@ -89,3 +89,20 @@ def test_off_or_float32_is_left_alone(monkeypatch):
     assert not residual.apply(model) and not residual.enabled(model)
     monkeypatch.setattr(unembed, "RESIDUAL_F32", True)
     assert not residual.apply(model.float())
+
+
+def test_float32_attention_survives_autocast():
+    """The trainer's CUDA forward of a LoRA model runs under bf16 autocast (gpu/logprobs.bf16_lora); f32_sdpa's
+    float32 attention must not be cast back to bf16 there (planted: no ``autocast(enabled=False)`` -> bf16 out, 5e-3
+    off -> fails). CPU autocast casts sdpa the same way, so this runs here."""
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from services.backend import hf_decode  # noqa: PLC0415
+    m = SimpleNamespace(o_proj=SimpleNamespace(weight=torch.zeros(1, dtype=torch.bfloat16)), num_key_value_groups=1,
+                        is_causal=True, training=False)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 16, 32, generator=g) for _ in range(3))
+    plain = hf_decode.f32_sdpa(m, q, k, v, None, is_causal=True)[0]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        under = hf_decode.f32_sdpa(m, q, k, v, None, is_causal=True)[0]
+    assert under.dtype == torch.float32 and torch.equal(plain, under)
