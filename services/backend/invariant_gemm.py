@@ -3,9 +3,11 @@ half-precision operands, each output element summed by the same instructions in 
 
 Why: the trainer multiplies a whole sequence at once (M = thousands of rows), the sampler one token per sequence
 (M = the batch); cuBLAS picks a different kernel (tile, split-K) for each M, so the two sides' float32 sums differ
-in their last bits, round to different bf16 values now and then, and drift apart through the layers: what was
-left of the sampler/trainer logprob gap on a GPU after the float32 residual stream (0.014 nats on the 4B shape,
-docs/performance.md). Here both sides call this kernel, and a row's result does not depend on the other rows.
+in their last bits, round to different bf16 values now and then, and drift apart through the layers. Here both
+sides call this kernel, and a row's result does not depend on the other rows. Measured on an H200 (2026-12-07,
+docs/performance.md): it left the gap where the float32 residual stream had (0.0137 nats on the 4B shape), so the
+GEMMs' order was not what was left (the trainer's attention, cast to bf16 by autocast, was: fixed in
+``hf_decode.f32_sdpa``). A measurement mode: decode is 25-52 % slower.
 
 How: the tile (``BM x BN x BK``, the warps, the MMA instruction) is fixed, never chosen by shape. K is cut into
 ``CHUNK``-wide ranges (a function of K only); a range's partial sum is accumulated tile by tile in K order, and
@@ -13,8 +15,7 @@ the partial sums are added in range order, starting from zero. Many rows (the tr
 per output tile walks the ranges in order. Few rows (``SPLIT_ROWS``, a decode step, where one program per output
 tile would leave most of the GPU idle while the weights stream): one program per (tile, range) writes its
 partial, and ``_reduce`` adds them in the same order. Both give the same bits (tests/gpu/test_invariant_gemm.py).
-Cost: fixed 64 x 64 tiles are slower than cuBLAS's choice for big GEMMs (measured in docs/performance.md); the
-mode is opt-in.
+Cost: fixed 64 x 64 tiles are slower than cuBLAS's and the split-K kernels' choices; the mode is opt-in.
 """
 
 from __future__ import annotations
