@@ -36,6 +36,9 @@ HALF = (torch.bfloat16, torch.float16)
 def mm_f32(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """h [N, H] @ w[V, H]^T -> float32 [N, V], no autograd (half-precision operands read as they are); with
     MATCHED_GEMM on a CUDA device the batch-invariant kernel (invariant_gemm.py)."""
+    if torch.is_autocast_enabled(h.device.type):   # the trainer's CUDA LoRA forward (gpu/logprobs.bf16_lora):
+        with torch.autocast(h.device.type, enabled=False):   # autocast would round the float32 output to bf16
+            return mm_f32(h, w)
     if h.is_cuda:
         if MATCHED_GEMM:
             from . import invariant_gemm  # noqa: PLC0415 - Triton only where the mode is on

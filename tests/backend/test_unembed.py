@@ -93,3 +93,14 @@ def test_matched_gemm_implies_float32_attention_residual_and_logits():
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "LTS_MATCHED_GEMM": "1"},
                          cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True"] * 5, out.stdout + out.stderr
+
+
+def test_float32_logits_survive_autocast():
+    """The trainer's CUDA LoRA forward runs under bf16 autocast (gpu/logprobs.bf16_lora); the unembedding's float32
+    output must not be rounded to bf16 there (planted: no autocast guard in mm_f32 -> CPU autocast's bf16 linear ->
+    fails). A CPU proxy of the whole trainer under autocast: a32 mean 7.0e-4 before both guards, 2.5e-5 after."""
+    x, w = _operands()
+    plain = unembed.mm_f32(x.detach(), w.detach())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        under = unembed.mm_f32(x.detach(), w.detach())
+    assert under.dtype == torch.float32 and torch.equal(plain, under)
