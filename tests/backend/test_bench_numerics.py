@@ -57,3 +57,17 @@ def test_a_float32_residual_stream_narrows_the_bf16_gap_on_cpu(tmp_path):
         assert a32["mismatch/tokens"] == 8 * 32
         assert a32["mismatch/abs_diff_mean"] < 0.1 * r32["mismatch/abs_diff_mean"], (s, r32, a32)
         assert a32["mismatch/abs_diff_p99"] < 0.75 * r32["mismatch/abs_diff_p99"], (s, r32, a32)
+
+
+def test_float32_attention_and_logits_survive_the_gpu_trainers_autocast():
+    """On CUDA the trainer's LoRA forward runs under bf16 autocast (gpu/logprobs.bf16_lora), which cast a32's float32
+    attention and the float32 unembedding back to bf16: on the H200 a32 and m32 measured no better than r32. A CPU
+    proxy (autocast_numerics_check.py: the same forward under CPU bf16 autocast, static sampler, 8 x 32 tokens):
+    a32 mean 2.5e-5 against r32's 5.0e-4, as without autocast. Planted: either autocast guard removed
+    (hf_decode.f32_sdpa, unembed.mm_f32) -> a32 6.2e-4 / 2.7e-4 -> fails (both: 7.0e-4)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
+    r = subprocess.run([RUNTIME_PY, str(REPO / "tests" / "backend" / "autocast_numerics_check.py"), str(TINY_PATH)],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    rows = {row["logits"]: row for row in map(json.loads, [ln for ln in r.stdout.splitlines() if ln.startswith("{")])}
+    assert rows["a32"]["mean"] < 0.1 * rows["r32"]["mean"], rows
