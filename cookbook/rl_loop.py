@@ -61,13 +61,18 @@ class RLState:
     order: list[int] = field(default_factory=list)
     baseline: float | None = None
     published: Any = None   # the sampler of the weights after the last update (not saved: the next step's sampler)
+    # --max-steps-off-policy K: the saved sampler weights (tinker:// paths) of the versions that the batches after the
+    # next checkpoint are sampled with (at most K + 1), so a --resume samples them as the uninterrupted run did
+    sampler_paths: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "RLState":
-        return cls(order=list(d.get("order", [])), baseline=d.get("baseline"))
+        return cls(order=list(d.get("order", [])), baseline=d.get("baseline"),
+                   sampler_paths={int(v): p for v, p in d.get("sampler_paths", {}).items()})
 
     def to_json(self) -> dict[str, Any]:
-        return {"order": self.order, **({"baseline": self.baseline} if self.baseline is not None else {})}
+        return {"order": self.order, **({"baseline": self.baseline} if self.baseline is not None else {}),
+                **({"sampler_paths": {str(v): p for v, p in self.sampler_paths.items()}} if self.sampler_paths else {})}
 
 
 @dataclass
@@ -283,15 +288,44 @@ def tasks_for_step(cfg: RLConfig, n_tasks: int, step: int) -> list[int]:
     return out
 
 
-class OffPolicySampler:
-    """--max-steps-off-policy K: starts sampling the batch of step j, with the newest published weights, as
-    soon as those weights are at most K optimizer steps behind j, so up to K + 1 batches are sampled at once
-    (their rollouts share the --rollout-concurrency sandboxes) while the trainer works. Publishing new
-    weights only swaps the sampler that later batches start with: rollouts in flight keep theirs."""
+def sampler_version(cfg: RLConfig, step: int) -> int:
+    """The weights (optimizer steps done) that the off-policy loop samples step ``step``'s batch with: K behind."""
+    return max(0, step - cfg.max_steps_off_policy)
 
-    def __init__(self, cfg: RLConfig, ctx, eos: int, start: int, sampler, version: int):
+
+def keeps_sampler(cfg: RLConfig, version: int) -> bool:
+    """Whether a --resume from a later checkpoint samples a batch with the weights of ``version``: the checkpoint
+    after s steps (s a multiple of --save-every, before the last step) resumes with the batches s .. s + K - 1
+    sampled with versions s - K .. s - 1, which only a saved copy still has."""
+    every, K = cfg.train.save_every, cfg.max_steps_off_policy
+    return any((version + d) % every == 0 and version + d < cfg.train.num_steps for d in range(1, K + 1))
+
+
+async def publish_weights(cfg: RLConfig, tc, run_dir: Path, state: RLState, version: int):
+    """The sampling client of the training client's weights, ``version`` optimizer steps in: saved under a name
+    (tinker://, into state.json at the next checkpoint) when a resume will need them (``keeps_sampler``), else a
+    snapshot. Both serve the same weights; the run samples with the same kind of client whether it resumed or not."""
+    if not keeps_sampler(cfg, version):
+        return await tc.save_weights_and_get_sampling_client()
+    path = (await tc.save_weights_for_sampler(f"{cfg.MODE}-{run_dir.name}-sampler{version:04d}")).path
+    state.sampler_paths = {v: p for v, p in state.sampler_paths.items() if v >= version - cfg.max_steps_off_policy}
+    state.sampler_paths[version] = path
+    return await tc.create_sampling_client(path)
+
+
+class OffPolicySampler:
+    """--max-steps-off-policy K: starts sampling the batch of step j as soon as the weights K optimizer steps
+    behind j are published, with those weights, so up to K + 1 batches are sampled at once (their rollouts share
+    the --rollout-concurrency sandboxes) while the trainer works. Publishing new weights only adds the sampler
+    that later batches start with: rollouts in flight keep theirs. ``older``: on --resume, the samplers of the
+    versions before ``start`` that the first K batches use (state.json's saved sampler weights), so a resumed run
+    samples what the uninterrupted one did."""
+
+    def __init__(self, cfg: RLConfig, ctx, eos: int, start: int, sampler, version: int,
+                 older: dict[int, Any] | None = None):
         self.cfg, self.ctx, self.eos = cfg, ctx, eos
         self.newest = (sampler, version)
+        self.published: dict[int, Any] = {**(older or {}), version: sampler}
         self.changed = asyncio.Event()      # new weights were published
         self.launched = asyncio.Event()     # a batch started sampling
         self.batches: dict[int, asyncio.Task[Batch]] = {}
@@ -302,15 +336,22 @@ class OffPolicySampler:
 
     def publish(self, sampler, version: int) -> None:
         self.newest = (sampler, version)
+        self.published[version] = sampler
         self.changed.set()
 
     async def _run(self, start: int) -> None:
-        K = self.cfg.max_steps_off_policy
         for j in range(start, self.cfg.train.num_steps):
-            while self.newest[1] < j - K:
+            want = sampler_version(self.cfg, j)
+            while self.newest[1] < want:
                 self.changed.clear()
                 await self.changed.wait()
-            self.batches[j] = asyncio.create_task(self._sample(j, *self.newest))
+            version = want if want in self.published else self.newest[1]
+            if version != want:   # a resume from a state.json without that version's saved weights
+                log.warning("step %d: the sampler weights of version %d were not saved; sampling with version %d "
+                            "(this resumed run differs from the uninterrupted one)", j, want, version)
+            for v in [v for v in self.published if v < version]:
+                del self.published[v]
+            self.batches[j] = asyncio.create_task(self._sample(j, self.published[version], version))
             self.launched.set()
 
     async def _sample(self, j: int, sampler, version: int) -> Batch:
@@ -377,7 +418,7 @@ async def off_policy_step(cfg: RLConfig, ctx, tc, step: int, run_dir: Path, stat
              "timings": {"trainer_wait_s": trainer_wait_s}}
     rec = await train_batch(cfg, ctx, tc, step, run_dir, state, used, update, extra)
     t1 = time.time()
-    sampler.publish(await tc.save_weights_and_get_sampling_client(), step + 1)
+    sampler.publish(await publish_weights(cfg, tc, run_dir, state, step + 1), step + 1)
     rec["timings"]["weight_sync_s"] = time.time() - t1
     rec["published_sampling_client"] = sampler_id(sampler.newest[0])
     log.info("Weights published to sampler: %s", rec["published_sampling_client"])

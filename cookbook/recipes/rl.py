@@ -12,7 +12,16 @@ from typing import Any, ClassVar
 from ..config import RLConfig
 from ..evaluation import EvalResult, evaluate_sampler, record
 from ..recorder import RunRecorder
-from ..rl_loop import OffPolicySampler, RLState, Update, off_policy_step, rl_step, single_update
+from ..rl_loop import (
+    OffPolicySampler,
+    RLState,
+    Update,
+    off_policy_step,
+    publish_weights,
+    rl_step,
+    sampler_version,
+    single_update,
+)
 
 log = logging.getLogger("cookbook.train")
 
@@ -43,8 +52,13 @@ class RLRecipe:
                 await self.evaluate(0, await self.tc.save_weights_and_get_sampling_client())
         if self.cfg.max_steps_off_policy > 0:
             start = rec.state["step"]
+            older = {v: await self.tc.create_sampling_client(p) for v, p in self.rl.sampler_paths.items()
+                     if sampler_version(self.cfg, start) <= v < start}
+            if older:
+                log.info("resume: the first batches sample with the saved weights of versions %s", sorted(older))
             self.sampler = OffPolicySampler(self.cfg, self.ctx, self.eos, start,
-                                            await self.tc.save_weights_and_get_sampling_client(), start)
+                                            await publish_weights(self.cfg, self.tc, self.run_dir, self.rl, start),
+                                            start, older)
 
     # The update of one batch (rl_loop.Update): one forward_backward with the config's loss and one optimizer step.
     # A subclass overrides it with a method of the same arguments (cfg, tc, datums, masks, rng, lr, staleness).

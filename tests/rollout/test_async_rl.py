@@ -103,3 +103,24 @@ def test_k1_trains_and_never_uses_a_group_older_than_k(running_module):
     assert all(p["n"] == 10 and 0.0 <= p["pass_rate"] <= 1.0 for p in held["points"]), held["points"]
     assert held["before"]["step"] == 0 and held["after"]["step"] == 6
     assert [s["step"] for s in steps if "heldout_pass_rate" in s] == [2, 5]
+
+
+@pytest.mark.parametrize("k,every,steps,kept", [
+    (1, 5, 8, [4]),             # the checkpoint after 5 steps resumes with batch 5, sampled with version 4
+    (2, 5, 12, [3, 4, 8, 9]),   # ... batches 5, 6 with versions 3, 4; after 10: 8, 9
+    (1, 5, 5, []),              # the last step's checkpoint resumes nothing
+    (1, 1, 4, [0, 1, 2]),       # a checkpoint every step: the version before each (the start's too)
+    (0, 5, 8, []),              # synchronous: no sampler runs ahead
+])
+def test_off_policy_keeps_the_sampler_weights_a_resume_samples_with(k, every, steps, kept):
+    """Which published versions are saved as sampler weights (cookbook/rl_loop.py keeps_sampler): exactly those
+    that the K batches after a --save-every checkpoint are sampled with (sampler_version). Planted: d in range(K)
+    instead of 1..K -> keeps versions 5 / 5, 9, ... -> fails."""
+    from cookbook.recipes import config_of
+    from cookbook.rl_loop import keeps_sampler, sampler_version
+
+    cfg = config_of("grpo", {"max_steps_off_policy": k, "save_every": every, "num_steps": steps})
+    assert [v for v in range(steps) if keeps_sampler(cfg, v)] == kept
+    needed = sorted({sampler_version(cfg, j) for s in range(every, steps, every) for j in range(s, min(s + k, steps))
+                     if sampler_version(cfg, j) < s})
+    assert needed == kept
