@@ -16,6 +16,8 @@ import yaml
 from safetensors.numpy import load_file
 from tinker import types
 
+from cookbook.recipes import config_of
+from cookbook.rl_loop import keeps_sampler, sampler_version
 from helpers import read_json, run_sh
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing (bash setup.sh system)")
@@ -116,9 +118,6 @@ def test_off_policy_keeps_the_sampler_weights_a_resume_samples_with(k, every, st
     """Which published versions are saved as sampler weights (cookbook/rl_loop.py keeps_sampler): exactly those
     that the K batches after a --save-every checkpoint are sampled with (sampler_version). Planted: d in range(K)
     instead of 1..K -> keeps versions 5 / 5, 9, ... -> fails."""
-    from cookbook.recipes import config_of
-    from cookbook.rl_loop import keeps_sampler, sampler_version
-
     cfg = config_of("grpo", {"max_steps_off_policy": k, "save_every": every, "num_steps": steps})
     assert [v for v in range(steps) if keeps_sampler(cfg, v)] == kept
     needed = sorted({sampler_version(cfg, j) for s in range(every, steps, every) for j in range(s, min(s + k, steps))
